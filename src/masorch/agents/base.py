@@ -1,0 +1,139 @@
+"""The sub-agent protocol, its inputs and outputs, the context it runs in, and the registry."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, Protocol, runtime_checkable
+
+from masorch.backends.base import Completion, GenerateConfig, Message, Usage
+from masorch.plan.catalogue import KindSignature
+
+
+class NodeStatus(str, Enum):
+    """How a node ended. Only ``ok`` carries a usable answer."""
+
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    BUDGET = "budget"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class UpstreamResult:
+    """An upstream node's result as passed along a flow (answers only, never prompts)."""
+
+    id: str
+    answer: str
+    rationale: str = ""
+
+
+@dataclass(frozen=True)
+class NodeInput:
+    """Everything a sub-agent receives.
+
+    ``task`` already has its ``${id}`` references substituted; ``context`` holds upstream results
+    passed along flows without a reference. ``question`` is the original question (empty when the
+    plan asked for the task alone). ``params`` are the kind's parameters with defaults filled in.
+    """
+
+    node_id: str
+    question: str
+    task: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    context: tuple[UpstreamResult, ...] = ()
+
+
+@dataclass(frozen=True)
+class NodeOutput:
+    """A sub-agent's result. ``error`` explains any status other than ok."""
+
+    answer: str = ""
+    rationale: str = ""
+    status: NodeStatus = NodeStatus.OK
+    error: str = ""
+    usage: Usage = field(default_factory=Usage)
+
+
+class Retriever(Protocol):
+    """A document search the search agent can use (local BM25 corpus or a web provider)."""
+
+    def search(self, query: str, k: int) -> Sequence[Mapping[str, str]]:
+        """Up to ``k`` documents, best first, each with at least ``title`` and ``text``."""
+        ...
+
+
+class AgentContext(Protocol):
+    """What the executor gives a running sub-agent.
+
+    ``complete`` goes through the executor's budget check, retry, cache, ledger and trace; agents
+    never hold a backend themselves.
+    """
+
+    @property
+    def node_id(self) -> str:
+        """The id of the node this agent runs as."""
+        ...
+
+    async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
+        """One LLM call on this node's behalf (raises BudgetExceeded / BackendError)."""
+        ...
+
+    @property
+    def retriever(self) -> Retriever | None:
+        """The document search configured for this run, if any."""
+        ...
+
+
+@runtime_checkable
+class SubAgent(Protocol):
+    """A black-box function with a typed signature."""
+
+    @property
+    def signature(self) -> KindSignature:
+        """Its kind, one-line capability and typed parameters."""
+        ...
+
+    async def run(self, node: NodeInput, ctx: AgentContext) -> NodeOutput:
+        """Solve ``node.task``. Model-caused failures become a status; implementation bugs raise."""
+        ...
+
+
+class AgentRegistry:
+    """Kind name -> sub-agent. Built per run (no global state); exposes the catalogue."""
+
+    def __init__(self, agents: Sequence[SubAgent] = ()) -> None:
+        self._agents: dict[str, SubAgent] = {}
+        for agent in agents:
+            self.register(agent)
+
+    def register(self, agent: SubAgent) -> None:
+        """Add an agent under its signature's kind (a second one of a kind is a usage error)."""
+        from masorch.errors import UsageError
+
+        kind = agent.signature.kind
+        if kind in self._agents:
+            raise UsageError(
+                f"sub-agent kind '{kind}' is registered twice", hint="give the second agent another kind name"
+            )
+        self._agents[kind] = agent
+
+    def get(self, kind: str) -> SubAgent:
+        """The agent of this kind (a usage error naming the known kinds if absent)."""
+        from masorch.errors import UsageError
+
+        try:
+            return self._agents[kind]
+        except KeyError:
+            raise UsageError(
+                f"no sub-agent of kind '{kind}'", hint=f"known kinds: {', '.join(self._agents)}"
+            ) from None
+
+    def catalogue(self) -> dict[str, KindSignature]:
+        """The signatures of every registered kind, in registration order."""
+        return {k: a.signature for k, a in self._agents.items()}
+
+    def __contains__(self, kind: object) -> bool:
+        return kind in self._agents

@@ -1,0 +1,123 @@
+"""The one protocol every LLM backend implements, and the data that crosses it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+Role = Literal["system", "user", "assistant", "tool"]
+FinishReason = Literal["stop", "length", "tool_calls", "error"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message."""
+
+    role: Role
+    content: str
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A function tool offered to the model (OpenAI ``tools`` format)."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the model made: the function name and its JSON arguments as text."""
+
+    name: str
+    arguments: str
+    id: str = ""
+
+
+@dataclass(frozen=True)
+class GenerateConfig:
+    """Sampling settings of one call.
+
+    ``sample_index`` distinguishes the n samples of one prompt (self-consistency) so that a cache
+    keeps them apart; ``json_schema`` asks for schema-constrained output where the backend can.
+    """
+
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    top_p: float = 1.0
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    sample_index: int = 0
+    json_schema: Mapping[str, Any] | None = None
+    tools: tuple[ToolSpec, ...] = ()
+
+    def cache_key_fields(self) -> dict[str, Any]:
+        """The fields that change a completion: part of the cache key."""
+        return {
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "top_p": self.top_p,
+            "stop": list(self.stop),
+            "seed": self.seed,
+            "sample_index": self.sample_index,
+            "json_schema": self.json_schema,
+            "tools": [
+                {"name": t.name, "description": t.description, "parameters": t.parameters} for t in self.tools
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one call (or a sum of calls), with cost in US dollars where known."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    calls: int = 0
+    cost: float = 0.0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.calls + other.calls,
+            self.cost + other.cost,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a backend returns: text, usage, why it stopped, and any tool calls."""
+
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    finish: FinishReason = "stop"
+    tool_calls: tuple[ToolCall, ...] = ()
+    model: str = ""
+    latency_s: float = 0.0
+    cached: bool = False
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """An LLM behind one async call. Implementations raise :class:`masorch.errors.BackendError`."""
+
+    @property
+    def model_id(self) -> str:
+        """The ``provider:model`` string this backend serves (never contains a secret)."""
+        ...
+
+    async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
+        """One completion for ``messages`` under ``config``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections or model memory."""
+        ...

@@ -1,0 +1,1 @@
+"""The ``masorch`` command line: one module per command, each with a ``register(app)`` function."""

@@ -1,0 +1,80 @@
+"""Entry point of the ``masorch`` command: collects the command modules and reports errors cleanly."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import sys
+
+import typer
+from rich.console import Console
+
+import masorch
+from masorch.errors import MasorchError, UsageError
+
+_NOT_COMMANDS = {"main", "common"}
+
+
+def build_app() -> typer.Typer:
+    """The Typer app with every command module of ``masorch.cli`` registered, in name order."""
+    app = typer.Typer(
+        name="masorch",
+        help="Holistic orchestration of LLM multi-agent systems.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+    @app.callback(invoke_without_command=True)
+    def _root(
+        version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+        verbose: bool = typer.Option(False, "--verbose", "-v", help="Log debug messages to stderr."),
+    ) -> None:
+        logging.basicConfig(
+            level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+        )
+        if version:
+            typer.echo(masorch.__version__)
+            raise typer.Exit(0)
+
+    import masorch.cli as cli_pkg
+
+    for info in sorted(pkgutil.iter_modules(cli_pkg.__path__), key=lambda m: m.name):
+        if info.name in _NOT_COMMANDS or info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"masorch.cli.{info.name}")
+        register = getattr(module, "register", None)
+        if callable(register):
+            register(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; a masorch error becomes one clear message and exit code 2 (usage) or 1."""
+    app = build_app()
+    err = Console(stderr=True)
+    try:
+        app(args=argv, prog_name="masorch", standalone_mode=False)
+    except MasorchError as exc:
+        err.print(f"[bold red]error[/]: {exc.message}", highlight=False)
+        if exc.hint:
+            err.print(f"[bold]hint[/]: {exc.hint}", highlight=False)
+        return 2 if isinstance(exc, UsageError) else 1
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except (typer.Abort, KeyboardInterrupt):
+        err.print("aborted")
+        return 130
+    except typer.TyperException as exc:  # bad flags and unknown commands, in non-standalone mode
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            err.print(f"error: {exc}", highlight=False)
+        return int(getattr(exc, "exit_code", 2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

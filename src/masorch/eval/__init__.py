@@ -1,0 +1,1 @@
+"""Evaluation of single-agent and multi-agent systems over datasets."""

@@ -1,0 +1,1 @@
+"""MASBench: a generator of five-axis, exactly-solvable multi-agent benchmark tasks."""

@@ -1,0 +1,79 @@
+"""Typed plan objects: what an orchestrator's text becomes after parsing.
+
+These types are pure data. ``Plan`` is whatever the parser could read (it may be invalid);
+``ValidatedPlan`` is produced only by :func:`masorch.plan.validate.validate` and is what the
+executor runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: A parameter value in a plan: literals only, never code.
+ParamValue = str | int | float | bool | None | list[Any]
+
+
+class DoM(str, Enum):
+    """Degree of MAS: how much multi-agent structure a plan may have.
+
+    LOW: at most one sub-agent and no flows (the orchestrator may also answer directly).
+    HIGH: any valid DAG within the size limits.
+    """
+
+    LOW = "low"
+    HIGH = "high"
+
+
+class AgentSpec(BaseModel):
+    """One sub-agent node: an id, a registered kind, its task and its typed parameters."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    kind: str
+    task: str = ""
+    params: dict[str, ParamValue] = Field(default_factory=dict)
+
+
+class Flow(BaseModel):
+    """A data-flow edge: the answer of ``src`` is an input of ``dst``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    src: str
+    dst: str
+
+
+class Plan(BaseModel):
+    """A whole multi-agent system as written by an orchestrator (not yet validated)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agents: tuple[AgentSpec, ...] = ()
+    flows: tuple[Flow, ...] = ()
+    final_answer: str | None = None
+
+    def agent(self, agent_id: str) -> AgentSpec | None:
+        """The agent with this id, or None."""
+        return next((a for a in self.agents if a.id == agent_id), None)
+
+
+@dataclass(frozen=True)
+class ValidatedPlan:
+    """A plan that passed validation under a DoM; only ``validate`` constructs it.
+
+    ``order`` is a topological order of agent ids, ``parents`` the upstream ids of each agent
+    (from flows, in plan order) and ``sink`` the id whose answer is the plan's answer (None when
+    the plan is a direct ``final_answer``).
+    """
+
+    plan: Plan
+    dom: DoM
+    order: tuple[str, ...]
+    parents: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    sink: str | None = None

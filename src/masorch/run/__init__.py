@@ -1,0 +1,1 @@
+"""Execution: the async dataflow executor, budgets, and the orchestration modes."""

@@ -1,0 +1,1 @@
+"""Answer extraction, scorers and reward components."""

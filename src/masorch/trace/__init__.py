@@ -1,0 +1,1 @@
+"""Typed, schema-versioned run events and their JSONL writer/reader."""

@@ -1,0 +1,1 @@
+"""Training the orchestrator with GRPO (TRL, verl); heavy dependencies load lazily."""

@@ -1,0 +1,1 @@
+"""Static HTML rendering of traces and eval runs."""

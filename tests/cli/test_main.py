@@ -1,0 +1,33 @@
+"""The CLI entry point: version, help and clean errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import masorch
+from masorch.cli.main import main
+
+
+def test_version_flag(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == masorch.__version__
+
+
+def test_unknown_command_is_a_usage_error(capsys):
+    assert main(["no-such-command"]) == 2
+    assert "No such command" in capsys.readouterr().err
+
+
+def test_python_dash_m_runs_the_cli():
+    root = Path(__file__).parents[2]
+    out = subprocess.run(
+        [sys.executable, "-m", "masorch", "--help"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(root / "src")},
+        cwd=root,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "multi-agent" in out.stdout
