@@ -64,6 +64,26 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
         "agents/reflexion_refine.j2",
         {**BASE, "solution": r"17 + 25 = 43. \boxed{43}", "feedback": "17 + 25 is 42."},
     ),
+    "python_write": ("agents/python_write.j2", {**BASE, "timeout_s": "10", "packages": ["numpy", "sympy"]}),
+    "python_retry_error": (
+        "agents/python_retry.j2",
+        {
+            "code_found": True,
+            "timed_out": False,
+            "timeout_s": "10",
+            "stdout": "partial",
+            "error": "ZeroDivisionError: division by zero",
+        },
+    ),
+    "python_retry_timeout": (
+        "agents/python_retry.j2",
+        {"code_found": True, "timed_out": True, "timeout_s": "10", "stdout": "", "error": ""},
+    ),
+    "python_retry_no_code": (
+        "agents/python_retry.j2",
+        {"code_found": False, "timed_out": False, "timeout_s": "10", "stdout": "", "error": ""},
+    ),
+    "python_answer": ("agents/python_answer.j2", {"stdout": "42"}),
 }
 
 
