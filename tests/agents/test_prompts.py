@@ -19,6 +19,10 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 QUESTION = "A farmer has 17 sheep and buys 25 more. How many sheep does he have?"
 CONTEXT = (UpstreamResult("count", "He buys 25 sheep."),)
+EVIDENCE = [
+    {"id": "d1", "title": "Sheep", "text": "A farmer counts 17 sheep."},
+    {"id": "d2", "title": "Market", "text": "The market sells 25 sheep."},
+]
 BASE = {"question": QUESTION, "task": "Add the sheep.", "context": CONTEXT}
 
 CASES: dict[str, tuple[str, dict[str, object]]] = {
@@ -84,6 +88,12 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
         {"code_found": False, "timed_out": False, "timeout_s": "10", "stdout": "", "error": ""},
     ),
     "python_answer": ("agents/python_answer.j2", {"stdout": "42"}),
+    "search_step_first": ("agents/search_step.j2", {**BASE, "queries": [], "evidence": [], "hops_left": 3}),
+    "search_step_later": (
+        "agents/search_step.j2",
+        {**BASE, "queries": ["sheep farmer"], "evidence": EVIDENCE, "hops_left": 1},
+    ),
+    "search_answer": ("agents/search_answer.j2", {**BASE, "evidence": EVIDENCE}),
 }
 
 
