@@ -56,12 +56,16 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from masorch.errors import RunError
+
 logger = logging.getLogger(__name__)
 
 _PRELUDE = Path(__file__).with_name("_sandbox_prelude.py")
 _NAMESPACE_ARGS = ("--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--mount-proc")
 #: The exit status the prelude uses when the CPU limit is reached (see ``_sandbox_prelude``).
 EXIT_CPU_LIMIT = 152
+#: The exit status of a prelude that could not set up a promised layer (no user code ran).
+EXIT_SETUP_FAILED = 125
 _OUTPUT_KILL_FACTOR = 16
 
 
@@ -187,6 +191,8 @@ async def _remove_cgroup_when_empty(group: Path) -> None:
         try:
             group.rmdir()
             return
+        except FileNotFoundError:
+            return
         except OSError:
             await asyncio.sleep(0.05)
     _remove_cgroup(group)
@@ -270,13 +276,19 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
         argv = [*prefix, sys.executable, "-I", "-S", "-B", str(_PRELUDE), json.dumps(config)]
         return await _run(argv, root, limits, tuple(isolation))
     finally:
-        shutil.rmtree(root, onerror=_log_cleanup_error)
+        _remove_tree(root)
         if group is not None:
             await _remove_cgroup_when_empty(group)
 
 
-def _log_cleanup_error(function: object, path: str, exc_info: object) -> None:
-    logger.warning("sandbox: could not remove %s: %s", path, exc_info)
+def _remove_tree(root: str) -> None:
+    def log_error(function: object, path: str, error: object) -> None:
+        logger.warning("sandbox: could not remove %s: %s", path, error)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(root, onexc=log_error)
+    else:
+        shutil.rmtree(root, onerror=log_error)
 
 
 async def _run(
@@ -320,6 +332,11 @@ async def _run(
             if not task.done():
                 task.cancel()
     exit_code = process.returncode
+    if exit_code == EXIT_SETUP_FAILED and err.startswith(b"sandbox: "):
+        raise RunError(
+            f"the sandbox could not be set up: {err.decode(errors='replace').strip()}",
+            hint="check that this process may write to the pids cgroup, or run where cgroups are writable",
+        )
     if not killed_reason and exit_code == EXIT_CPU_LIMIT:
         killed_reason = "cpu_limit"
     truncated = len(totals) < 2 or any(total > limits.max_output_bytes for total in totals)
