@@ -311,3 +311,23 @@ async def test_a_layer_that_cannot_be_set_up_is_a_run_error(tmp_path, monkeypatc
     monkeypatch.setattr(sandbox, "_make_pids_cgroup", lambda base, n: tmp_path / "no-such-cgroup")
     with pytest.raises(RunError, match="could not join the process cgroup"):
         await run_sandboxed("print('never runs')\n", FAST)
+
+
+async def test_reads_are_confined_to_the_sandbox_interpreter_and_system_data(tmp_path):
+    secret = tmp_path / "answers.jsonl"
+    secret.write_text('{"answer": "42"}')
+    code = program(
+        f"""
+        import os, json
+        for path in ({str(secret)!r}, "/etc/shadow", os.path.expanduser("~/../../root/.bashrc")):
+            try:
+                print("READ", open(path).read()[:20])
+            except OSError as exc:
+                print("blocked", type(exc).__name__)
+        print("stdlib", len(open(json.__file__).read()) > 0)
+        """
+    )
+    result = await run_sandboxed(code, FAST)
+    assert result.ok, result.stderr
+    assert "READ" not in result.stdout and result.stdout.count("blocked") == 3
+    assert "stdlib True" in result.stdout

@@ -27,10 +27,12 @@ Layers, from the operating system up, and what each one covers:
   creation (fork, exec, spawn, ``subprocess``, ``os.system``; the raw ``_posixsubprocess`` entry is
   replaced), signals to other processes, socket connect/bind/send and name lookups, raw ``ctypes``
   calls, raising limits, opening files for writing or renaming/removing/changing anything outside
-  the sandbox directory, and reading other processes' ``/proc`` entries. Audit hooks are not a
+  the sandbox directory, and reading files other than the sandbox's, the interpreter's and its
+  import path's, and a short list of system data (``/usr/share``, ``/usr/lib``, time zone, ...):
+  no home directories, data sets or credentials, no other process's ``/proc``. Audit hooks are not a
   security boundary against determined code (PEP 578); this layer turns the common ways out into
-  clear ``PermissionError``s, and it is the only layer that blocks writes outside the directory
-  (the child's user namespace maps it to the caller's uid, so file permissions are the caller's).
+  clear ``PermissionError``s, and it is the only layer that confines file reads and writes (the
+  child's user namespace maps it to the caller's uid, so file permissions are the caller's).
 * **Output**: stdout and stderr are captured up to ``max_output_bytes`` each (the rest is dropped;
   a program that prints more than 16 times that is killed).
 
@@ -170,7 +172,9 @@ def pids_cgroup_base() -> Path | None:
     for base in candidates:
         if (base / "cgroup.procs").exists() and os.access(base, os.W_OK):
             return base
-    logger.warning("sandbox: no writable pids cgroup; the process count is limited by RLIMIT_NPROC only")
+    logger.warning(
+        "sandbox: no writable pids cgroup; process counts fall back to RLIMIT_NPROC (not enforced for root)"
+    )
     return None
 
 
@@ -245,7 +249,8 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
 async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
     """Run ``code`` as a Python program in the sandbox and report its output and fate."""
     limits = limits or SandboxLimits()
-    prefix = namespace_prefix() if limits.namespaces else ()
+    # The first call probes the host (runs unshare once); keep that off the event loop.
+    prefix = await asyncio.to_thread(namespace_prefix) if limits.namespaces else ()
     cgroup_base = pids_cgroup_base()
     group = _make_pids_cgroup(cgroup_base, limits.max_processes) if cgroup_base is not None else None
     # RLIMIT_NPROC counts every process of the uid outside a user namespace, and real root is exempt.
