@@ -331,3 +331,10 @@ async def test_reads_are_confined_to_the_sandbox_interpreter_and_system_data(tmp
     assert result.ok, result.stderr
     assert "READ" not in result.stdout and result.stdout.count("blocked") == 3
     assert "stdlib True" in result.stdout
+
+
+async def test_a_crash_in_c_code_is_reported_with_a_traceback():
+    code = "import ctypes\nctypes.string_at(0)\n"  # ctypes is refused by the hook, so turn it off
+    result = await run_sandboxed(code, SandboxLimits(wall_s=5.0, audit_hook=False))
+    assert result.exit_code == -11 and not result.ok
+    assert "Segmentation fault" in result.stderr and "main.py" in result.stderr

@@ -10,6 +10,7 @@ import path and a few system data files, and only then runs ``main.py`` as
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
 import resource
@@ -206,6 +207,7 @@ def main() -> None:
     os.chdir(root)
     _set_limits(config)
     signal.signal(signal.SIGXCPU, _on_cpu_limit)
+    faulthandler.enable()  # a crash in C code still leaves a Python traceback for the model
     sys.path[:0] = [root]
     sys.path.extend(config.get("extra_paths", ()))
     sys.argv = [program]
