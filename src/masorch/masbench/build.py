@@ -194,3 +194,9 @@ def add_distractors(rng: random.Random, problem: Problem, extra: list[Q]) -> Non
         n = min(len(usable), rng.choice((0, 0, 1, 1, 2)))
         problem.distractors.append((q, make_expr(rng, rng.sample(usable, n))))
         usable.append(q)
+
+
+def redraw_operations(rng: random.Random, problem: Problem) -> None:
+    """Draw new right-hand sides over the same inputs (same graph, usually a new template sketch)."""
+    problem.steps = [(q, e if e is None else make_expr(rng, list(e.inputs))) for q, e in problem.steps]
+    problem.reset()

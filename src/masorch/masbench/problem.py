@@ -183,6 +183,11 @@ class Problem:
             f, n = f"{expr.const} * {f}", f"{expr.const} * {n}"
         return f, n
 
+    def reset(self) -> None:
+        """Forget cached values and sketch after the steps changed."""
+        self.values = {}
+        self._sketch = None
+
     def sketch(self) -> str:
         """The name- and number-free sketch of the solution (the template, for split hashing)."""
         if self._sketch is None:
