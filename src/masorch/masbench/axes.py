@@ -53,7 +53,7 @@ class _Ctx:
                 continue
             # A rejected template keeps its graph and re-draws its operations first: cheaper than a rebuild.
             for _ in range(REDRAWS):
-                if accepts(self.split, sketch_hash(problem.sketch())[1]):
+                if accepts(self.split, sketch_hash(problem.sketch())[1]) and not problem.degenerate():
                     return problem, rng
                 redraw_operations(rng, problem)
         raise RunError(

@@ -183,6 +183,32 @@ class Problem:
             f, n = f"{expr.const} * {f}", f"{expr.const} * {n}"
         return f, n
 
+    def degenerate(self) -> bool:
+        """True when the answer does not depend on any stated constant (e.g. the difference of a copy).
+
+        Every quantity is affine mod 23 in the constants and answer references, so the answer is
+        uniform over 0..22 exactly when one of its coefficients is non-zero; this tracks them.
+        """
+        coef: dict[Q, dict[Q, int]] = {}
+        for q, expr in self.steps:
+            acc: dict[Q, int] = {}
+            if expr is None:
+                terms = abstract_terms(self.world, q)
+                if any(b is not None for _, b in terms):
+                    return False  # a product of quantities: not affine, never built by the generator
+                parts, signs = [coef[a] for a, _ in terms], [1] * len(terms)
+            elif expr.combine == "const":
+                parts, signs = [{q: 1}], [1]
+            else:
+                parts = [coef.get(d, {d: 1}) for d in expr.inputs]
+                signs = [1, -1] if expr.combine == "diff" else [1] * len(parts)
+            scale = expr.const if expr is not None and expr.mod == "times" else 1
+            for part, sign in zip(parts, signs, strict=True):
+                for leaf, c in part.items():
+                    acc[leaf] = (acc.get(leaf, 0) + sign * scale * c) % MOD
+            coef[q] = {leaf: c for leaf, c in acc.items() if c}
+        return not coef[self.query]
+
     def reset(self) -> None:
         """Forget cached values and sketch after the steps changed."""
         self.values = {}
