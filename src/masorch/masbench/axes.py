@@ -69,14 +69,16 @@ def _inst(world: World) -> list[Q]:
 def _single(ctx: _Ctx, rng: random.Random, spec: Spec, est: int) -> dict[str, Any]:
     world = build_world(rng, ctx.chains, min_edges=est + rng.randint(2, 6))
 
+    inst = _inst(world)
+
     def make(r: random.Random) -> Problem:
-        pool = _inst(world)
+        pool = list(inst)
         r.shuffle(pool)
         return build_problem(r, world, pool, spec)
 
     problem, srng = ctx.sub_problem(1, make)
     used = {q for q, _ in problem.steps}
-    rest = [q for q in _inst(world) if q not in used]
+    rest = [q for q in inst if q not in used]
     srng.shuffle(rest)
     add_distractors(srng, problem, rest)
     sub = igsm_subtask(problem, srng, 0, {})
@@ -131,14 +133,16 @@ def _own_world_problem(
     )
     avoid.extend(world.keys())
 
+    inst = _inst(world)
+
     def make(r: random.Random) -> Problem:
-        pool = _inst(world)
+        pool = list(inst)
         r.shuffle(pool)
         return build_problem(r, world, pool, spec)
 
     problem, srng = ctx.sub_problem(k, make)
     used = {q for q, _ in problem.steps}
-    rest = [q for q in _inst(world) if q not in used]
+    rest = [q for q in inst if q not in used]
     srng.shuffle(rest)
     add_distractors(srng, problem, rest)
     return world, problem, srng

@@ -94,6 +94,7 @@ class Problem:
     distractors: list[tuple[Q, Expr]] = field(default_factory=list)
     values: dict[Q, int] = field(default_factory=dict)
     _sketch: str | None = field(default=None, repr=False)
+    _deps: dict[Q, tuple[Q, ...]] | None = field(default=None, repr=False)
 
     def deps(self, q: Q) -> tuple[Q, ...]:
         """The quantities ``q`` depends on (abstract totals depend on their structural children)."""
@@ -102,7 +103,9 @@ class Problem:
 
     def dep_map(self) -> dict[Q, tuple[Q, ...]]:
         """Every needed quantity's dependencies, in solution order."""
-        return {q: abstract_deps(self.world, q) if e is None else e.inputs for q, e in self.steps}
+        if self._deps is None:
+            self._deps = {q: abstract_deps(self.world, q) if e is None else e.inputs for q, e in self.steps}
+        return self._deps
 
     def solve(self, given: dict[Q, int] | None = None) -> int:
         """Compute every needed value in order (``given`` supplies answer references); return the answer."""
@@ -144,7 +147,8 @@ class Problem:
 
     def solution(self, rng: random.Random, given: dict[Q, int] | None = None) -> str:
         """A step-by-step solution in topological order, with random symbol names."""
-        self.solve(given)
+        if self.query not in self.values:
+            self.solve(given)
         symbols = list(SYMBOLS[: max(26, len(self.steps))])
         rng.shuffle(symbols)
         sym: dict[Q, str] = {}
@@ -213,6 +217,7 @@ class Problem:
         """Forget cached values and sketch after the steps changed."""
         self.values = {}
         self._sketch = None
+        self._deps = None
 
     def sketch(self) -> str:
         """The name- and number-free sketch of the solution (the template, for split hashing)."""
