@@ -103,3 +103,15 @@ def test_vocabulary_rejects_apostrophes_and_repeats():
         parse_chain(good.replace("Nab", "Bob's"))
     with pytest.raises(UsageError):
         parse_chain(good.replace("Nab", "Mdc"))
+
+
+def test_breadth_is_also_built_as_a_category_total_over_exactly_b_children():
+    found = 0
+    for index in range(30):
+        rec = generate_instance("breadth", 7, split="train", seed=6, index=index)
+        query = rec["subtasks"][0]["equations"][-1]
+        if query["rhs"] == "total":
+            found += 1
+            assert len(query["inputs"]) == 7 and rec["measured"]["breadth"] == 7
+            assert rec["question"].rstrip().endswith("have?")
+    assert found >= 3

@@ -14,12 +14,14 @@ from masorch.masbench.problem import Problem, Q, sketch_hash
 from masorch.masbench.render import make_needle, note_text
 from masorch.masbench.splits import accepts, check_split, derive_rng
 from masorch.masbench.vocab import Chain, load_chains
-from masorch.masbench.world import World, build_world
+from masorch.masbench.world import MAX_ITEMS_PER_LEVEL, World, build_world
 
 MIN_VALUE, MAX_VALUE = 2, 12
 MAX_ATTEMPTS = 60
 MAX_SUB_ATTEMPTS = 400
 REDRAWS = 6
+TOTAL_HUB_RATE = 0.3
+"""How often a breadth task (value <= 8) asks for a category total over exactly ``value`` children."""
 
 CONTROLS: dict[str, dict[str, tuple[int, int] | None]] = {
     "depth": {"breadth": (2, 3), "horizon": (1, 1), "parallel": (1, 1), "robustness": (0, 0)},
@@ -66,8 +68,8 @@ def _inst(world: World) -> list[Q]:
     return [Q("inst", p, c) for p, c in world.edges]
 
 
-def _single(ctx: _Ctx, rng: random.Random, spec: Spec, est: int) -> dict[str, Any]:
-    world = build_world(rng, ctx.chains, min_edges=est + rng.randint(2, 6))
+def _single(ctx: _Ctx, rng: random.Random, spec: Spec, est: int, fanout: int = 0) -> dict[str, Any]:
+    world = build_world(rng, ctx.chains, min_edges=est + rng.randint(2, 6), fanout=fanout)
 
     inst = _inst(world)
 
@@ -93,6 +95,10 @@ def _depth(ctx: _Ctx, rng: random.Random) -> dict[str, Any]:
 def _breadth(ctx: _Ctx, rng: random.Random) -> dict[str, Any]:
     b = ctx.value
     d = rng.choice((3, 4))
+    if b <= MAX_ITEMS_PER_LEVEL and rng.random() < TOTAL_HUB_RATE:
+        # The query is the category total of an item with exactly b children (iGSM's own wide nodes).
+        spec = Spec(depth=d, breadth_min=2, breadth_max=min(b, 3), total_hub=b)
+        return _single(ctx, rng, spec, b + 2 * d + 3, fanout=b)
     spec = Spec(depth=d, breadth_min=2, breadth_max=min(b, 3), hub=b)
     return _single(ctx, rng, spec, b + 2 * d + 3)
 
