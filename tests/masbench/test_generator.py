@@ -22,7 +22,8 @@ def test_measured_axis_equals_requested_for_every_value(axis, split):
             rec = generate_instance(axis, value, split=split, seed=11, index=index)
             assert rec["measured"][axis] == value, (axis, value, index)
             assert within_controls(rec)
-            assert set(rec["controls"]) == set(CONTROLS[axis])
+            assert list(rec["controls"]) == list(AXES) and rec["controls"][axis] == [value, value]
+            assert set(CONTROLS[axis]) == set(AXES) - {axis}
             assert rec["generator_version"] == GENERATOR_VERSION
             assert len(rec["answers"]) == len(rec["subtasks"])
             assert all(0 <= a <= 22 for a in rec["answers"])

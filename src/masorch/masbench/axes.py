@@ -210,7 +210,9 @@ def _assemble(
         decoys=decoys,
         attacked=attacked,
     )
-    rec["controls"] = {k: list(v) if v else [ctx.value, ctx.value] for k, v in CONTROLS[ctx.axis].items()}
+    # Every axis has a range (the requested one is [value, value]) so all records share one schema.
+    ranges = CONTROLS[ctx.axis]
+    rec["controls"] = {a: list(ranges.get(a) or (ctx.value, ctx.value)) for a in AXES}
     return rec
 
 
