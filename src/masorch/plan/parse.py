@@ -19,8 +19,7 @@ Dialect = Literal["calls", "json", "xml"]
 DialectChoice = Literal["auto", "calls", "json", "xml"]
 DIALECTS: tuple[Dialect, ...] = ("calls", "json", "xml")
 
-_CALLS_HINT = re.compile(r"(?<![\w\"'])(create_agent|create_flow|final_answer)\s*\(")
-_FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.M)
+_CALLS_HINT = re.compile(r"(?:create_agent|create_flow|final_answer)\s*\(")
 
 
 @dataclass(frozen=True)
@@ -49,11 +48,14 @@ def detect_dialect(text: str) -> Dialect | None:
     """
     if looks_like_xml(text):
         return "xml"
-    bare = _FENCE.sub("", text).strip()
+    bare = text.lstrip()
+    if bare.startswith("```"):  # skip the fence line, e.g. "```json"
+        bare = bare[bare.find("\n") + 1 :].lstrip() if "\n" in bare else ""
     if bare.startswith(("{", "[")) or "<tool_call>" in text:
         return "json"
-    if _CALLS_HINT.search(text):
-        return "calls"
+    for m in _CALLS_HINT.finditer(text):
+        if m.start() == 0 or (text[m.start() - 1] not in "\"'_" and not text[m.start() - 1].isalnum()):
+            return "calls"
     if "{" in text and ('"name"' in text or '"agents"' in text or '"final_answer"' in text):
         return "json"
     return None

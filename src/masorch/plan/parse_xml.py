@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any
 
+from masorch.plan._build import param_value
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import AgentSpec, Flow, ParamValue, Plan
 
@@ -56,7 +57,7 @@ _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 
 def looks_like_xml(text: str) -> bool:
     """Whether ``text`` carries MAS-Orchestra plan tags."""
-    return _TAG_HINT.search(text) is not None
+    return "<" in text and _TAG_HINT.search(text) is not None
 
 
 def kind_of(name: str) -> str:
@@ -70,8 +71,14 @@ def kind_of(name: str) -> str:
     return name
 
 
+_TAGS = {
+    name: re.compile(rf"<{name}>(.*?)</{name}>", re.S | re.I)
+    for name in ("agent_id", "agent_output_id", "agent_name", "required_arguments")
+}
+
+
 def _tag(block: str, name: str) -> str | None:
-    m = re.search(rf"<{name}>(.*?)</{name}>", block, re.S | re.I)
+    m = _TAGS[name].search(block)
     return m.group(1).strip() if m else None
 
 
@@ -82,9 +89,8 @@ def _value(raw: str) -> ParamValue:
         value: Any = json.loads(text)
     except ValueError:
         return text
-    if isinstance(value, (str, int, float, bool, list)) or value is None:
-        return value
-    return text
+    ok, kept = param_value(value)
+    return kept if ok else text
 
 
 def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec | None, bool]:
@@ -128,7 +134,8 @@ def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec |
         else:
             params[ARG_TO_PARAM.get(tag, tag)] = _value(content)
     assert agent_id is not None and name is not None
-    return AgentSpec(id=agent_id, kind=kind_of(name), task=task, params=params), low_style
+    agent = AgentSpec(id=agent_id, kind=kind_of(name), task=task, params=params)
+    return agent, low_style
 
 
 def _blocks(text: str, diags: list[Diagnostic]) -> tuple[list[str], str]:

@@ -23,7 +23,7 @@ from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.graph import ancestors, cycle_through, strongly_connected, topological_order
 from masorch.plan.model import AgentSpec, DoM, Plan, ValidatedPlan
 from masorch.plan.parse import DialectChoice, ParseResult, parse
-from masorch.plan.refs import ID_RE, find_refs
+from masorch.plan.refs import ID_RE, REF_RE
 
 
 @dataclass(frozen=True)
@@ -299,13 +299,11 @@ def _flows(plan: Plan, ids: set[str], out: list[Diagnostic]) -> list[tuple[str, 
 def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diagnostic]) -> None:
     for agent in plan.agents:
         where = f"agent:{agent.id}"
-        done: set[str] = set()
-        for ref in find_refs(agent.task):
-            if ref.target in done:
-                continue
-            done.add(ref.target)
-            token = "${" + ref.target + "}"
-            if ref.target == agent.id:
+        if "${" not in agent.task:
+            continue
+        for target in dict.fromkeys(t for t, _ in REF_RE.findall(agent.task)):
+            token = "${" + target + "}"
+            if target == agent.id:
                 out.append(
                     diag(
                         "self_ref",
@@ -314,21 +312,21 @@ def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diag
                         where,
                     )
                 )
-            elif ref.target not in ids:
+            elif target not in ids:
                 out.append(
                     diag(
                         "unknown_ref",
-                        f"{token} refers to {ref.target!r}, which is not an agent",
-                        f"{_close(ref.target, sorted(ids))}use the id of an upstream agent",
+                        f"{token} refers to {target!r}, which is not an agent",
+                        f"{_close(target, sorted(ids))}use the id of an upstream agent",
                         where,
                     )
                 )
-            elif (ref.target, agent.id) not in edges:
+            elif (target, agent.id) not in edges:
                 out.append(
                     diag(
                         "ref_without_flow",
-                        f"{token} is used but there is no flow {ref.target} -> {agent.id}",
-                        f"add the flow {ref.target} -> {agent.id}",
+                        f"{token} is used but there is no flow {target} -> {agent.id}",
+                        f"add the flow {target} -> {agent.id}",
                         where,
                     )
                 )
@@ -336,9 +334,11 @@ def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diag
 
 def _graph(
     order_ids: list[str], edges: list[tuple[str, str]], out: list[Diagnostic], sink_rules: bool
-) -> str | None:
-    """Cycle and sink rules; the single sink when there is one."""
-    components = strongly_connected(order_ids, edges)
+) -> tuple[str | None, list[str] | None]:
+    """Cycle and sink rules; the single sink when there is one, and a topological order."""
+    # Tarjan's components are only needed to name cycles; a topological order proves there are none.
+    order = topological_order(order_ids, edges)
+    components = [] if order is not None else strongly_connected(order_ids, edges)
     if components:
         children: dict[str, list[str]] = {}
         for src, dst in edges:
@@ -353,13 +353,13 @@ def _graph(
                     "cycle:" + "->".join(path),
                 )
             )
-        return None
+        return None, None
     has_out = {src for src, _ in edges}
     sinks = [a for a in order_ids if a not in has_out]
     if len(sinks) == 1:
-        return sinks[0]
+        return sinks[0], order
     if not sinks or not sink_rules:
-        return None
+        return None, order
     reach = {s: ancestors(s, edges) for s in sinks}
     main = max(reversed(sinks), key=lambda s: len(reach[s]))
     out.append(
@@ -380,7 +380,7 @@ def _graph(
                     f"agent:{agent_id}",
                 )
             )
-    return None
+    return None, order
 
 
 def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits()) -> ValidationResult:
@@ -406,7 +406,7 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
     edges = _flows(plan, ids, out)
     _refs(plan, ids, set(edges), out)
     # At DoM low, extra agents and flows are already DoM errors; sink rules would only repeat them.
-    sink = _graph(order_ids, edges, out, dom is DoM.HIGH) if order_ids else None
+    sink, order = _graph(order_ids, edges, out, dom is DoM.HIGH) if order_ids else (None, [])
     parents: dict[str, list[str]] = {a: [] for a in order_ids}
     for src, dst in edges:
         parents[dst].append(src)
@@ -423,7 +423,6 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
             )
     if any(d.is_error for d in out):
         return ValidationResult(plan, tuple(out), None)
-    order = topological_order(order_ids, edges)
     assert order is not None  # no cycle was reported
     validated = ValidatedPlan(
         plan=plan,
