@@ -63,6 +63,11 @@ def plans(draw: st.DrawFn) -> Plan:
 @SETTINGS
 @given(plans(), st.sampled_from(DIALECTS))
 def test_render_then_parse_gives_the_plan_back(plan: Plan, dialect: str):
+    if dialect == "xml":
+        # What the XML dialect cannot say: an answer beside agents (read as a pointer and ignored,
+        # as the checkpoints' reader does) and a task that is literally "" (read as empty).
+        assume(not (plan.agents and plan.final_answer is not None))
+        assume(all(a.task != '""' for a in plan.agents))
     text = render(plan, dialect)  # type: ignore[arg-type]
     result = parse(text, dialect)  # type: ignore[arg-type]
     assert result.plan == plan, text

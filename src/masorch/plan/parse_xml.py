@@ -122,6 +122,8 @@ def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec |
             continue  # without <required_arguments>, only the known argument tags are read
         if tag == "agent_input":
             task = content.strip()
+            if task == '""':  # the checkpoints' prompts spell "the original question" as ""
+                task = ""
         elif tag in IGNORED_ARGS:
             diags.append(
                 diag(
@@ -209,6 +211,11 @@ def _unpaired(message: str, k: int) -> Diagnostic:
     )
 
 
+def _clip(text: str, limit: int = 40) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 3] + "..."
+
+
 def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     """The plan written in MAS-Orchestra tags (None when there are none) and its problems."""
     diags: list[Diagnostic] = []
@@ -239,8 +246,18 @@ def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     ids = {a.id for a in agents}
     if answers:
         answer = answers[-1].strip()
-        if answer not in ids:
+        if not agents:
             final = answer
+        elif answer not in ids:
+            # As the checkpoints' own reader does: with an agent defined, the plan delegates.
+            diags.append(
+                diag(
+                    "answer_ignored",
+                    f"<answer> holds {_clip(answer)!r}, not an agent id; the agents' output is the answer",
+                    "put the id of the agent whose output answers the question in <answer>, "
+                    "or drop the <agent> to answer directly",
+                )
+            )
     elif agents and low_style:
         diags.append(
             diag(
