@@ -15,15 +15,15 @@ Rules, in the order they are checked (codes in :data:`masorch.plan.diagnostics.C
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
-from masorch.plan.catalogue import Catalogue, ParamSpec
+from masorch.plan._rules import check_agent, close_match
+from masorch.plan.catalogue import Catalogue
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.graph import ancestors, cycle_through, strongly_connected, topological_order
-from masorch.plan.model import AgentSpec, DoM, Plan, ValidatedPlan
+from masorch.plan.model import DoM, Plan, ValidatedPlan
 from masorch.plan.parse import DialectChoice, ParseResult, parse
-from masorch.plan.refs import ID_RE, REF_RE
+from masorch.plan.refs import REF_RE
 
 
 @dataclass(frozen=True)
@@ -98,11 +98,6 @@ def check(
     return CheckResult(parsed, result, parsed.diagnostics + result.diagnostics)
 
 
-def _close(word: str, options: list[str]) -> str:
-    match = difflib.get_close_matches(word, options, n=1)
-    return f"did you mean {match[0]!r}? " if match else ""
-
-
 def _shape(plan: Plan, dom: DoM, limits: Limits, out: list[Diagnostic]) -> bool:
     """Rules on the plan as a whole; False when there is nothing more to check."""
     if not plan.agents and plan.final_answer is None:
@@ -172,86 +167,6 @@ def _shape(plan: Plan, dom: DoM, limits: Limits, out: list[Diagnostic]) -> bool:
     return True
 
 
-def _agent(agent: AgentSpec, catalogue: Catalogue, limits: Limits, out: list[Diagnostic]) -> None:
-    where = f"agent:{agent.id}"
-    if not ID_RE.match(agent.id):
-        out.append(
-            diag(
-                "bad_id",
-                f"agent id {agent.id!r} is not a valid id",
-                "use a letter first, then letters, digits, _ or -, at most 64 characters (e.g. calc_1)",
-                where,
-            )
-        )
-    if len(agent.task) > limits.max_task_chars:
-        out.append(
-            diag(
-                "task_too_long",
-                f"the task has {len(agent.task)} characters; the limit is {limits.max_task_chars}",
-                "shorten the task; pass long material through ${ref} references instead",
-                where,
-            )
-        )
-    signature = catalogue.get(agent.kind)
-    if signature is None:
-        kinds = list(catalogue)
-        out.append(
-            diag(
-                "unknown_kind",
-                f"kind {agent.kind!r} is not a known sub-agent",
-                f"{_close(agent.kind, kinds)}use one of: {', '.join(kinds)}",
-                where,
-            )
-        )
-        return
-    names = [p.name for p in signature.params]
-    for name, value in agent.params.items():
-        spec = signature.param(name)
-        if spec is None:
-            takes = (
-                f"{agent.kind} takes: {', '.join(names)}" if names else f"{agent.kind} takes no parameters"
-            )
-            out.append(
-                diag(
-                    "unknown_param",
-                    f"{agent.kind} has no parameter {name!r}",
-                    f"{_close(name, names)}{takes}",
-                    where,
-                )
-            )
-            continue
-        problem = spec.problem(value)
-        if problem is not None:
-            out.append(diag("bad_param", problem, _param_hint(spec.name, spec), where))
-    for spec in signature.params:
-        if spec.required and spec.name not in agent.params:
-            out.append(
-                diag(
-                    "missing_param",
-                    f"{agent.kind} needs the parameter {spec.name!r}",
-                    _param_hint(spec.name, spec),
-                    where,
-                )
-            )
-
-
-def _param_hint(name: str, spec: ParamSpec) -> str:
-    parts = [f"{name} is {spec.type}"]
-    if spec.minimum is not None or spec.maximum is not None:
-        lo = "" if spec.minimum is None else f"{spec.minimum:g}"
-        hi = "" if spec.maximum is None else f"{spec.maximum:g}"
-        parts.append(f"in [{lo}, {hi}]")
-    if spec.choices:
-        parts.append(f"one of {', '.join(spec.choices)}")
-    if spec.min_items is not None:
-        parts.append(f"with at least {spec.min_items} items")
-    if spec.max_items is not None:
-        parts.append(f"with at most {spec.max_items} items")
-    if spec.default is not None:
-        parts.append(f"(default {spec.default!r})")
-    return " ".join(parts)
-
-
 def _flows(plan: Plan, ids: set[str], out: list[Diagnostic]) -> list[tuple[str, str]]:
     """Flow rules; the distinct, well-formed edges that the graph rules then look at."""
     edges: list[tuple[str, str]] = []
@@ -264,7 +179,7 @@ def _flows(plan: Plan, ids: set[str], out: list[Diagnostic]) -> list[tuple[str, 
                 diag(
                     "dangling_flow",
                     f"the flow {flow.src} -> {flow.dst} names {end!r}, which is not an agent",
-                    f"{_close(end, sorted(ids))}create agent {end!r} or fix the flow's id",
+                    f"{close_match(end, sorted(ids))}create agent {end!r} or fix the flow's id",
                     where,
                 )
             )
@@ -317,7 +232,7 @@ def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diag
                     diag(
                         "unknown_ref",
                         f"{token} refers to {target!r}, which is not an agent",
-                        f"{_close(target, sorted(ids))}use the id of an upstream agent",
+                        f"{close_match(target, sorted(ids))}use the id of an upstream agent",
                         where,
                     )
                 )
@@ -390,7 +305,7 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
         return ValidationResult(plan, tuple(out), None)
     order_ids: list[str] = []
     for agent in plan.agents:
-        _agent(agent, catalogue, limits, out)
+        check_agent(agent, catalogue, limits.max_task_chars, out)
         if agent.id in order_ids:
             out.append(
                 diag(
