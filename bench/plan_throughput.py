@@ -7,6 +7,7 @@ Run: ``PYTHONPATH=src python bench/plan_throughput.py [--plans 2048] [--repeat 3
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import time
 
@@ -73,6 +74,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per dialect; the best is shown")
     args = parser.parse_args()
     catalogue = builtin_catalogue()
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"one core, CPU time (process_time), best of {args.repeat}; load average {load:.1f}")
     print(f"{'dialect':<8} {'plans/s':>10} {f'time for {args.plans}':>16}  valid  mean chars")
     for dialect in ("calls", "json", "xml"):
         batch = texts(dialect, args.plans)

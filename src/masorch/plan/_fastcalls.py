@@ -39,21 +39,18 @@ class _GiveUp(Exception):
     """The text is outside the simple subset; read it with ``ast`` instead."""
 
 
-def _scalar(m: re.Match[str]) -> Any:
-    if m.group("dq") is not None:
-        tok = m.group("dq")
-        body = tok[1:-1]
+def _scalar(dq: str | None, sq: str | None, num: str | None, const: str | None) -> Any:
+    if dq is not None:
+        body = dq[1:-1]
         if "\\" not in body:
             return body
         if "\\" in _SAFE_ESCAPES.sub("", body):
             raise _GiveUp
-        return _JSON.decode(tok)
-    if m.group("sq") is not None:
-        return m.group("sq")[1:-1]
-    num = m.group("num")
+        return _JSON.decode(dq)
+    if sq is not None:
+        return sq[1:-1]
     if num is not None:
-        return float(num) if any(c in num for c in ".eE") else int(num)
-    const = m.group("const")
+        return float(num) if ("." in num or "e" in num or "E" in num) else int(num)
     if const is not None:
         return _CONSTANTS[const]
     raise _GiveUp
@@ -70,19 +67,19 @@ def _items(text: str, pos: int, closer: str) -> tuple[list[Any], dict[str, Any],
             if end is None or end.group("close") != closer:
                 raise _GiveUp
             return args, kwargs, end.end()
-        if m.group("list") is not None:
-            value: Any
+        name, dq, sq, num, const, opened, sep_char = m.groups()
+        value: Any
+        if opened is not None:
             value, _, pos = _items(text, m.end("list"), "]")
             sep = _SEP.match(text, pos)
             if sep is None:
                 raise _GiveUp
             sep_char, pos = sep.group(1), sep.end()
         else:
-            value = _scalar(m)
-            sep_char, pos = m.group("sep"), m.end()
-        name = m.group("kw")
+            value = _scalar(dq, sq, num, const)
+            pos = m.end()
         if name is not None:
-            if closer != ")" or keyword.iskeyword(name) or name in kwargs:
+            if closer != ")" or name in kwargs or keyword.iskeyword(name):
                 raise _GiveUp
             kwargs[name] = value
         elif kwargs:

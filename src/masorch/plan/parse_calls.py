@@ -10,7 +10,6 @@ skipped with a warning rather than failing the plan; a call on its own line must
 from __future__ import annotations
 
 import ast
-import bisect
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -100,9 +99,9 @@ class _Span:
 def _spans(text: str, diags: list[Diagnostic]) -> tuple[list[_Span], bool]:
     """Where each call starts and ends, and whether any call was found at all."""
     spans: list[_Span] = []
-    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
     found = False
     pos = 0
+    line_no, counted_to = 1, 0  # line numbers are counted incrementally: one pass over the text
     while True:
         m = _CALL_START.search(text, pos)
         if m is None:
@@ -112,14 +111,16 @@ def _spans(text: str, diags: list[Diagnostic]) -> tuple[list[_Span], bool]:
             pos = m.end()  # part of a longer name, e.g. "recreate_agent("
             continue
         found = True
-        line_no = bisect.bisect_right(line_starts, start)
+        line_no += text.count("\n", counted_to, start)
+        counted_to = start
         where = f"line:{line_no}"
-        prefix = _DOTTED_TAIL.sub("", text[line_starts[line_no - 1] : start])
-        in_prose = _CODE_PREFIX.match(prefix) is None
+        prefix = text[text.rfind("\n", 0, start) + 1 : start]
+        in_prose = bool(prefix.strip()) and _CODE_PREFIX.match(_DOTTED_TAIL.sub("", prefix)) is None
+        name = m.group(1)
         fast = read_call(text, m.end() - 1)
         if fast is not None:
             args, kwargs, fast_end = fast
-            spans.append(_Span(m.group(1), start, fast_end, where, in_prose, (args, kwargs)))
+            spans.append(_Span(name, start, fast_end, where, in_prose, (args, kwargs)))
             pos = fast_end
             continue
         end = _closing(text, m.end() - 1)
@@ -127,13 +128,13 @@ def _spans(text: str, diags: list[Diagnostic]) -> tuple[list[_Span], bool]:
             diags.append(
                 diag(
                     "truncated",
-                    f"the text ends inside {m.group(1)}(...): {_snippet(text[start:])}",
+                    f"the text ends inside {name}(...): {_snippet(text[start:])}",
                     "finish the call with its closing parenthesis",
                     where,
                 )
             )
             break
-        spans.append(_Span(m.group(1), start, end, where, in_prose))
+        spans.append(_Span(name, start, end, where, in_prose))
         pos = end
     return spans, found
 

@@ -57,7 +57,20 @@ _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 
 def looks_like_xml(text: str) -> bool:
     """Whether ``text`` carries MAS-Orchestra plan tags."""
-    return "<" in text and _TAG_HINT.search(text) is not None
+    return xml_start(text) is not None
+
+
+def xml_start(text: str) -> int | None:
+    """Where the first MAS-Orchestra plan tag in ``text`` starts, or None."""
+    if "<" not in text:
+        return None
+    m = _TAG_HINT.search(text)
+    return m.start() if m is not None else None
+
+
+def strip_thinking(text: str) -> str:
+    """``text`` without its closed ``<thinking>``/``<think>`` blocks."""
+    return _THINKING.sub("", text)
 
 
 def kind_of(name: str) -> str:
@@ -71,15 +84,17 @@ def kind_of(name: str) -> str:
     return name
 
 
-_TAGS = {
-    name: re.compile(rf"<{name}>(.*?)</{name}>", re.S | re.I)
-    for name in ("agent_id", "agent_output_id", "agent_name", "required_arguments")
-}
+_FIELDS = re.compile(
+    r"<(agent_id|agent_output_id|agent_name|agent_description|required_arguments)>(.*?)</\1>", re.S | re.I
+)
 
 
-def _tag(block: str, name: str) -> str | None:
-    m = _TAGS[name].search(block)
-    return m.group(1).strip() if m else None
+def _fields(block: str) -> dict[str, str]:
+    """The first occurrence of each agent field tag in one block, stripped (one pass over it)."""
+    out: dict[str, str] = {}
+    for m in _FIELDS.finditer(block):
+        out.setdefault(m.group(1).lower(), m.group(2).strip())
+    return out
 
 
 def _value(raw: str) -> ParamValue:
@@ -95,12 +110,13 @@ def _value(raw: str) -> ParamValue:
 
 def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec | None, bool]:
     """The agent in one block and whether it is low-DoM style (``agent_output_id``)."""
-    agent_id = _tag(block, "agent_id")
+    fields = _fields(block)
+    agent_id = fields.get("agent_id")
     low_style = False
     if not agent_id:
-        agent_id = _tag(block, "agent_output_id")
+        agent_id = fields.get("agent_output_id")
         low_style = bool(agent_id)
-    name = _tag(block, "agent_name")
+    name = fields.get("agent_name")
     place = f"agent:{agent_id}" if agent_id else f"xml:agent#{index + 1}"
     missing = [t for t, v in (("agent_id", agent_id), ("agent_name", name)) if not v]
     if missing:
@@ -113,7 +129,7 @@ def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec |
             )
         )
         return None, low_style
-    args_text = _tag(block, "required_arguments")
+    args_text = fields.get("required_arguments")
     task = ""
     params: dict[str, ParamValue] = {}
     for m in _ARG.finditer(block if args_text is None else args_text):
@@ -145,12 +161,13 @@ def _blocks(text: str, diags: list[Diagnostic]) -> tuple[list[str], str]:
     blocks: list[str] = []
     rest: list[str] = []
     pos = 0
-    for i, m in enumerate(_AGENT_OPEN.finditer(text)):
+    opens = list(_AGENT_OPEN.finditer(text))
+    for i, m in enumerate(opens):
         if m.start() < pos:
             continue
         rest.append(text[pos : m.start()])
         close = _AGENT_CLOSE.search(text, m.end())
-        nxt = _AGENT_OPEN.search(text, m.end())
+        nxt = opens[i + 1] if i + 1 < len(opens) else None
         if close is None or (nxt is not None and nxt.start() < close.start()):
             end = nxt.start() if nxt is not None else len(text)
             body = text[m.end() : end]
