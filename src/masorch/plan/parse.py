@@ -67,6 +67,8 @@ def detect_dialect(text: str) -> Dialect | None:
         starts.append((tool, "json"))
     if starts:
         return min(starts)[1]
+    if "<thinking>" in text.lower():  # MAS-Orchestra output cut off inside its reasoning
+        return "xml"
     if "{" in text and ('"name"' in text or '"agents"' in text or '"final_answer"' in text):
         return "json"
     return None
