@@ -30,7 +30,7 @@ class _Unreadable:
 UNREADABLE: Any = _Unreadable()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RawCall:
     """One call as written: its name, literal positional and keyword arguments, and its place."""
 
@@ -126,6 +126,9 @@ def _agent(call: RawCall, diags: list[Diagnostic]) -> AgentSpec | None:
 
 
 def _flow(call: RawCall, diags: list[Diagnostic]) -> Flow | None:
+    args = call.args
+    if not call.kwargs and len(args) == 2 and type(args[0]) is str and type(args[1]) is str:
+        return Flow(src=args[0].strip(), dst=args[1].strip())  # the common case, checked directly
     bound: dict[str, Any] = {}
     for key, value in call.kwargs.items():
         canon = _FLOW_ALIASES.get(key)

@@ -49,10 +49,10 @@ def check_agent(agent: AgentSpec, catalogue: Catalogue, max_task_chars: int, out
             )
         )
         return
-    names = [p.name for p in signature.params]
     for name, value in agent.params.items():
         spec = signature.param(name)
         if spec is None:
+            names = [p.name for p in signature.params]
             takes = (
                 f"{agent.kind} takes: {', '.join(names)}" if names else f"{agent.kind} takes no parameters"
             )

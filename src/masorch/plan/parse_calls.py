@@ -85,7 +85,7 @@ def _snippet(text: str, limit: int = 60) -> str:
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Span:
     name: str
     start: int
