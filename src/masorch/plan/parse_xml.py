@@ -242,9 +242,13 @@ def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     body = _THINKING.sub("", text)
     open_thinking = re.search(r"<(thinking|think)>", body, re.I)
     if open_thinking is not None:
-        body = body[: open_thinking.start()]
-        if not looks_like_xml(text[open_thinking.end() :]):
+        rest = body[open_thinking.end() :]
+        tag_at = xml_start(rest)
+        if tag_at is None:
+            body = body[: open_thinking.start()]
             diags.append(diag("truncated", "the text ends inside <thinking>", "close it with </thinking>"))
+        else:  # "</thinking>" forgotten: the reasoning ends where the first plan tag begins
+            body = body[: open_thinking.start()] + rest[tag_at:]
     answers = _ANSWER.findall(body)
     body = _ANSWER.sub("", body)
     if re.search(r"<answer>", body, re.I):
