@@ -153,9 +153,12 @@ def read_json_calls(text: str) -> tuple[list[RawCall], list[Diagnostic], bool]:
             call = _tool_call(value, where, diags)
             if call is not None:
                 calls.append(call)
-        elif isinstance(value, list) and value and all(_is_tool_call(v) for v in value):
+        elif isinstance(value, list) and any(_is_tool_call(v) for v in value):
             found = True
             for i, item in enumerate(value):
+                if not _is_tool_call(item):
+                    diags.append(diag("syntax", f"item {i} is not a tool call", _SHAPE_HINT, f"{where}/{i}"))
+                    continue
                 call = _tool_call(item, f"{where}/{i}", diags)
                 if call is not None:
                     calls.append(call)
