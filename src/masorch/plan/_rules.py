@@ -81,6 +81,7 @@ def check_agent(agent: AgentSpec, catalogue: Catalogue, max_task_chars: int, out
 
 
 def param_hint(name: str, spec: ParamSpec) -> str:
+    """What a parameter accepts: its type, range, choices, sizes and default, as a fix hint."""
     parts = [f"{name} is {spec.type}"]
     if spec.minimum is not None or spec.maximum is not None:
         lo = "" if spec.minimum is None else f"{spec.minimum:g}"
