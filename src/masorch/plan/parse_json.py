@@ -36,6 +36,11 @@ def _values(text: str) -> tuple[list[tuple[Any, str]], list[Diagnostic]]:
         where = f"char:{m.start()}"
         try:
             value, end = _DECODER.raw_decode(text, m.start())
+        except RecursionError:
+            diags.append(
+                diag("syntax", "a JSON value is nested too deeply to read", "write a flat plan", where)
+            )
+            break  # retrying at each inner bracket would cost quadratic time for nothing
         except json.JSONDecodeError as exc:
             if (
                 exc.pos >= len(text)
@@ -70,11 +75,11 @@ def _arguments(raw: Any, where: str, diags: list[Diagnostic]) -> dict[str, Any] 
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             diags.append(
                 diag(
                     "syntax",
-                    f"tool-call arguments are not valid JSON: {exc.msg}",
+                    f"tool-call arguments are not valid JSON: {getattr(exc, 'msg', 'nested too deeply')}",
                     "arguments must be a JSON object or a string holding one",
                     where,
                 )

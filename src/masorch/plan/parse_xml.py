@@ -12,6 +12,7 @@ by structure - a ``<to>`` closes the nearest open ``<from>`` - so one missing ta
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from typing import Any
@@ -105,9 +106,9 @@ def _value(raw: str) -> ParamValue:
     text = raw.strip()
     try:
         value: Any = json.loads(text)
-    except ValueError:
+        ok, kept = param_value(value)
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to be a parameter
         return text
-    ok, kept = param_value(value)
     return kept if ok else text
 
 
@@ -165,11 +166,14 @@ def _blocks(text: str, diags: list[Diagnostic]) -> tuple[list[str], str]:
     rest: list[str] = []
     pos = 0
     opens = list(_AGENT_OPEN.finditer(text))
+    closes = list(_AGENT_CLOSE.finditer(text))
+    close_starts = [c.start() for c in closes]
     for i, m in enumerate(opens):
         if m.start() < pos:
             continue
         rest.append(text[pos : m.start()])
-        close = _AGENT_CLOSE.search(text, m.end())
+        k = bisect.bisect_left(close_starts, m.end())
+        close = closes[k] if k < len(closes) else None
         nxt = opens[i + 1] if i + 1 < len(opens) else None
         if close is None or (nxt is not None and nxt.start() < close.start()):
             end = nxt.start() if nxt is not None else len(text)
