@@ -18,6 +18,7 @@ from masorch.plan._build import KNOWN_CALLS, UNREADABLE, RawCall, build_plan
 from masorch.plan._fastcalls import read_call
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import Plan
+from masorch.plan.parse_xml import blank_thinking
 
 _CALL_START = re.compile(r"(create_\w+|final_answer)\s*\(")
 _DOTTED_TAIL = re.compile(r"(?:[A-Za-z_]\w*\.)+$")  # "agents." in "agents.create_agent(...)"
@@ -110,11 +111,14 @@ def _spans(text: str, diags: list[Diagnostic]) -> tuple[list[_Span], bool]:
         if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
             pos = m.end()  # part of a longer name, e.g. "recreate_agent("
             continue
+        prefix = text[text.rfind("\n", 0, start) + 1 : start]
+        if prefix.lstrip().startswith("#"):  # a commented-out call is not part of the plan
+            pos = m.end()
+            continue
         found = True
         line_no += text.count("\n", counted_to, start)
         counted_to = start
         where = f"line:{line_no}"
-        prefix = text[text.rfind("\n", 0, start) + 1 : start]
         in_prose = bool(prefix.strip()) and _CODE_PREFIX.match(_DOTTED_TAIL.sub("", prefix)) is None
         name = m.group(1)
         fast = read_call(text, m.end() - 1)
@@ -162,6 +166,20 @@ def read_calls(text: str) -> tuple[list[RawCall], list[Diagnostic], bool]:
     calls: list[RawCall] = []
     diags: list[Diagnostic] = []
     spans, found = _spans(text, diags)
+    in_prose = [s for s in spans if s.in_prose]
+    if in_prose and len(in_prose) < len(spans):
+        # Calls on their own lines make the plan; the same calls narrated in the reasoning must not
+        # be counted twice.
+        spans = [s for s in spans if not s.in_prose]
+        diags.append(
+            diag(
+                "prose_call_ignored",
+                f"{len(in_prose)} call(s) mentioned inside sentences were ignored; "
+                "the calls on their own lines make the plan",
+                "keep plan calls on their own lines, outside sentences",
+                in_prose[0].where,
+            )
+        )
     slow = [s for s in spans if s.fast is None]
     batch = _parse_all(text, slow)
     parsed = {id(s): c for s, c in zip(slow, batch or (), strict=False)}
@@ -247,6 +265,11 @@ def _non_literal(name: str, arg: str, where: str) -> Diagnostic:
 
 def parse_calls(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     """The plan written as calls in ``text`` (None when there is no call at all) and its problems."""
+    if "<think" in text.lower():
+        # Calls drafted inside <think>/<thinking> reasoning do not count when the answer has calls.
+        outside = blank_thinking(text)
+        if _CALL_START.search(outside):
+            text = outside
     calls, diags, found = read_calls(text)
     if not found:
         return None, diags

@@ -75,6 +75,12 @@ def strip_thinking(text: str) -> str:
     return _THINKING.sub("", text)
 
 
+def blank_thinking(text: str) -> str:
+    """``text`` with each closed ``<thinking>``/``<think>`` block replaced by its line breaks only
+    (so line numbers after it stay right)."""
+    return _THINKING.sub(lambda m: "\n" * m.group().count("\n"), text)
+
+
 def kind_of(name: str) -> str:
     """The masorch kind for an agent name: ``CoTAgent`` -> ``cot``; ``FooAgent`` -> ``foo``."""
     name = name.strip()
