@@ -86,3 +86,11 @@ def test_a_malformed_item_in_a_tool_call_list_is_reported_not_fatal():
     result = parse(json.dumps(items), "json")
     assert [(d.code, d.where) for d in result.diagnostics] == [("syntax", "char:0/1")]
     assert result.plan == EXPECTED
+
+
+def test_json_drafted_in_think_blocks_does_not_count():
+    draft = json.dumps([{"name": "create_agent", "arguments": {"id": "draft", "kind": "cot"}}])
+    final = json.dumps([{"name": n, "arguments": a} for n, a in CALLS])
+    result = parse(f"<think>\n{draft}\n</think>\n{final}", "json")
+    assert result.diagnostics == ()
+    assert result.plan == EXPECTED

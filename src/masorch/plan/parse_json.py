@@ -18,6 +18,7 @@ from typing import Any
 from masorch.plan._build import CREATE_AGENT, CREATE_FLOW, FINAL_ANSWER, RawCall, build_plan
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import Plan
+from masorch.plan.parse_xml import blank_thinking
 
 _START = re.compile(r"[\[{]")
 _DECODER = json.JSONDecoder()
@@ -174,6 +175,11 @@ def read_json_calls(text: str) -> tuple[list[RawCall], list[Diagnostic], bool]:
 def parse_json(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     """The plan written as JSON in ``text`` (None when no plan-shaped JSON is found) and its problems."""
     calls, diags, found = read_json_calls(text)
+    if "<think" in text.lower():
+        # JSON drafted inside <think>/<thinking> reasoning does not count when the answer has a plan.
+        outside = read_json_calls(blank_thinking(text))
+        if outside[2]:
+            calls, diags, found = outside
     if not found:
         return None, diags
     plan, more = build_plan(calls)
