@@ -139,6 +139,10 @@ ADVERSARIAL = [
     "<agent>" * 5_000,
     "<from>a</from>" * 5_000,
     "create_agent(id='a', kind='cot', task='\x00')",
+    "final_answer(" + "1+" * 100_000 + "1)",
+    "final_answer(" + "-" * 100_000 + "1)",
+    "final_answer(" + "not " * 50_000 + "x)",
+    'create_agent(id="a", kind="cot", task="x"' + '+"y"' * 20_000 + ")",
 ]
 
 

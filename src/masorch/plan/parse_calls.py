@@ -2,9 +2,11 @@
 
 Nothing is ever evaluated: each argument must be a Python literal (``ast.literal_eval`` on its node).
 Text around the calls (reasoning prose, markdown fences, numbered lists) is tolerated: the reader
-finds each call by name, finds its closing parenthesis with a small scanner that knows Python string
-literals, and parses only that span. A call mentioned inside a prose sentence that cannot be read is
-skipped with a warning rather than failing the plan; a call on its own line must be readable.
+finds each call by name, reads the common simple shape with a small regex reader (``_fastcalls``),
+and otherwise finds the closing parenthesis with a scanner that knows Python string literals and
+parses only that span with ``ast``. A call on its own line must be readable; calls inside sentences
+are skipped with a warning when calls also stand on their own lines or when they cannot be read;
+calls in ``#`` comments and drafted in ``<think>`` blocks are not part of the plan.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import Plan
 from masorch.plan.parse_xml import blank_thinking
 
+# What ast.parse raises on unreadable source: SyntaxError; ValueError for a NUL byte; RecursionError
+# and MemoryError (the parser's stack overflow) for expressions nested too deeply.
+_UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
 _CALL_START = re.compile(r"(create_\w+|final_answer)\s*\(")
 _DOTTED_TAIL = re.compile(r"(?:[A-Za-z_]\w*\.)+$")  # "agents." in "agents.create_agent(...)"
 # What may stand before a call on its line for it to count as code rather than prose.
@@ -149,7 +154,7 @@ def _parse_all(text: str, spans: list[_Span]) -> list[ast.Call] | None:
         return []
     try:
         module = ast.parse("\n".join(text[s.start : s.end] for s in spans))
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return None
     if len(module.body) != len(spans):
         return None
@@ -204,14 +209,14 @@ def _parse_one(span: _Span, source: str, diags: list[Diagnostic]) -> ast.Call | 
     """One call read with ``ast``; a diagnostic (or a skip in prose) when it cannot be read."""
     try:
         tree = ast.parse(source, mode="eval")
-    except (SyntaxError, ValueError) as exc:  # ValueError: e.g. a NUL byte in the source
+    except _UNPARSABLE as exc:
         if span.in_prose:
             diags.append(_prose_skip(span.name, source, span.where))
         else:
             diags.append(
                 diag(
                     "syntax",
-                    f"cannot read {_snippet(source)}: {getattr(exc, 'msg', exc)}",
+                    f"cannot read {_snippet(source)}: {getattr(exc, 'msg', None) or 'nested too deeply'}",
                     'write each call as name(key="value", ...) with literal values',
                     span.where,
                 )
@@ -239,19 +244,26 @@ def _convert(name: str, call: ast.Call, where: str) -> tuple[RawCall, list[Diagn
     for node in call.args:
         ok, value = (False, None) if isinstance(node, ast.Starred) else _literal(node)
         if not ok:
-            problems.append(_non_literal(name, ast.unparse(node), where))
+            problems.append(_non_literal(name, _unparse(node), where))
             value = UNREADABLE
         args.append(value)
     for kw in call.keywords:
         if kw.arg is None:
-            problems.append(_non_literal(name, "**" + ast.unparse(kw.value), where))
+            problems.append(_non_literal(name, "**" + _unparse(kw.value), where))
             continue  # unknown keys: nothing to hold a place for
         ok, value = _literal(kw.value)
         if not ok:
-            problems.append(_non_literal(name, f"{kw.arg}={ast.unparse(kw.value)}", where))
+            problems.append(_non_literal(name, f"{kw.arg}={_unparse(kw.value)}", where))
             value = UNREADABLE
         kwargs[kw.arg] = value
     return RawCall(name, tuple(args), kwargs, where), problems
+
+
+def _unparse(node: ast.expr) -> str:
+    try:
+        return ast.unparse(node)
+    except RecursionError:
+        return "(a deeply nested expression)"
 
 
 def _non_literal(name: str, arg: str, where: str) -> Diagnostic:
