@@ -143,6 +143,10 @@ ADVERSARIAL = [
     "final_answer(" + "-" * 100_000 + "1)",
     "final_answer(" + "not " * 50_000 + "x)",
     'create_agent(id="a", kind="cot", task="x"' + '+"y"' * 20_000 + ")",
+    "[" + "1" * 5_000 + "]",
+    '{"agents": [{"id": "a", "kind": "sc", "n": ' + "1" * 5_000 + "}]}",
+    '[{"name": "create_agent", "arguments": "{\\"n\\": ' + "1" * 5_000 + '}"}]',
+    'create_agent(id="a", kind="sc", n=' + "1" * 5_000 + ")",
 ]
 
 

@@ -37,12 +37,17 @@ def _values(text: str) -> tuple[list[tuple[Any, str]], list[Diagnostic]]:
         where = f"char:{m.start()}"
         try:
             value, end = _DECODER.raw_decode(text, m.start())
-        except RecursionError:
-            diags.append(
-                diag("syntax", "a JSON value is nested too deeply to read", "write a flat plan", where)
-            )
-            break  # retrying at each inner bracket would cost quadratic time for nothing
-        except json.JSONDecodeError as exc:
+        except (RecursionError, ValueError) as exc:
+            if not isinstance(exc, json.JSONDecodeError):  # too deep, or a number too long to convert
+                diags.append(
+                    diag(
+                        "syntax",
+                        "a JSON value is nested too deeply or holds a number too long to read",
+                        "write a flat plan with ordinary numbers",
+                        where,
+                    )
+                )
+                break  # retrying at each inner bracket would cost quadratic time for nothing
             if (
                 exc.pos >= len(text)
                 or exc.msg.startswith("Unterminated string")
@@ -76,11 +81,11 @@ def _arguments(raw: Any, where: str, diags: list[Diagnostic]) -> dict[str, Any] 
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else {}
-        except (json.JSONDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # ValueError includes JSONDecodeError
             diags.append(
                 diag(
                     "syntax",
-                    f"tool-call arguments are not valid JSON: {getattr(exc, 'msg', 'nested too deeply')}",
+                    f"tool-call arguments are not valid JSON: {getattr(exc, 'msg', 'too deep or too long')}",
                     "arguments must be a JSON object or a string holding one",
                     where,
                 )
