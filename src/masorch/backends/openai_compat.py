@@ -248,12 +248,14 @@ class OpenAIBackend:
                 exc = failure.error
                 if not exc.retryable or attempt >= self.retry.max_attempts:
                     tries = "attempt" if attempt == 1 else "attempts"
-                    raise BackendError(
+                    final = BackendError(
                         f"{self._model_id}: {exc.message} (after {attempt} {tries})",
                         hint=exc.hint,
                         code=exc.code,
                         retryable=exc.retryable,
-                    ) from None
+                    )
+                    final.attempts = attempt
+                    raise final from None
                 delay = self.retry.delay(attempt, self._rng, failure.retry_after_s)
                 log.info(
                     "%s: attempt %d failed (%s); retrying in %.2fs", self._model_id, attempt, exc.code, delay
