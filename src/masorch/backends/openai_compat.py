@@ -124,7 +124,8 @@ class OpenAIBackend:
     With a ``seed``, sample ``i`` of a prompt uses seed ``seed + i`` so that samples stay distinct.
     ``schema_format`` says how a JSON schema is sent: ``json_schema`` (OpenAI, vLLM, SGLang, Ollama,
     the llama.cpp C++ server) or ``json_object`` with a ``schema`` field (llama-cpp-python's server,
-    which rejects ``json_schema``).
+    which rejects ``json_schema``). ``connection_shards`` HTTP clients share the calls round-robin,
+    which keeps the cost per call low with many calls in flight.
     """
 
     def __init__(
@@ -140,6 +141,7 @@ class OpenAIBackend:
         pricing: Pricing | None = None,
         extra_body: Mapping[str, Any] | None = None,
         schema_format: SchemaFormat = "json_schema",
+        connection_shards: int = 8,
         rng_seed: int | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
@@ -169,7 +171,11 @@ class OpenAIBackend:
             )
         self.schema_format = schema_format
         self._rng = random.Random(rng_seed)
-        self._client: Any = None
+        if connection_shards < 1:
+            raise UsageError(f"connection_shards={connection_shards} < 1", hint="use 1 or more")
+        self.connection_shards = connection_shards
+        self._clients: list[Any] = []
+        self._next_client = 0
         self._client_loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -187,16 +193,22 @@ class OpenAIBackend:
         return text
 
     def _client_for_loop(self) -> Any:
-        # An httpx client is bound to the event loop it first ran on; a new loop needs a new client.
+        # An httpx client is bound to the event loop it first ran on; a new loop needs new clients.
+        # Calls go round-robin over a few clients: the HTTP connection pool scans all its
+        # connections on every request, so one pool under 64 calls in flight costs far more CPU.
         loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
+        if not self._clients or self._client_loop is not loop:
             import openai
 
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
-            )
+            self._clients = [
+                openai.AsyncOpenAI(
+                    api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+                )
+                for _ in range(self.connection_shards)
+            ]
             self._client_loop = loop
-        return self._client
+        self._next_client = (self._next_client + 1) % len(self._clients)
+        return self._clients[self._next_client]
 
     def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -397,11 +409,12 @@ class OpenAIBackend:
         )
 
     async def aclose(self) -> None:
-        """Close the HTTP client (one bound to another, finished event loop is just dropped)."""
-        client, loop = self._client, self._client_loop
-        self._client, self._client_loop = None, None
-        if client is not None and loop is asyncio.get_running_loop():
-            await client.close()
+        """Close the HTTP clients (ones bound to another, finished event loop are just dropped)."""
+        clients, loop = self._clients, self._client_loop
+        self._clients, self._client_loop = [], None
+        if loop is asyncio.get_running_loop():
+            for client in clients:
+                await client.close()
 
 
 def parse_chat_choice(data: Any) -> tuple[str, tuple[ToolCall, ...], FinishReason]:
