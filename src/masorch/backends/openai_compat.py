@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
 import random
 import time
@@ -21,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from masorch.backends.base import Completion, FinishReason, GenerateConfig, Message, ToolCall, Usage
+from masorch.backends.base import Completion, GenerateConfig, Message, ToolCall, Usage
+from masorch.backends.chat import estimate_tokens, messages_payload, parse_chat_choice, tools_payload
 from masorch.errors import BackendError, UsageError
 
 log = logging.getLogger(__name__)
@@ -30,13 +30,6 @@ BASE_URL_ENV = ("MASORCH_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 API_KEY_ENV = ("MASORCH_OPENAI_API_KEY", "OPENAI_API_KEY")
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 SchemaFormat = Literal["json_schema", "json_object"]
-_FINISH: dict[str, FinishReason] = {
-    "stop": "stop",
-    "length": "length",
-    "tool_calls": "tool_calls",
-    "function_call": "tool_calls",
-    "content_filter": "error",
-}
 
 
 @dataclass(frozen=True)
@@ -86,15 +79,6 @@ def redact_url(url: str) -> str:
     host = parts.hostname or ""
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough token count (about four characters a token) for servers that report no usage.
-
-    >>> estimate_tokens("abcdefgh")
-    2
-    """
-    return math.ceil(len(text) / 4)
 
 
 class _AttemptFailed(Exception):
@@ -213,7 +197,7 @@ class OpenAIBackend:
     def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": messages_payload(messages),
             "temperature": config.temperature,
             "top_p": config.top_p,
             "max_tokens": config.max_tokens,
@@ -230,17 +214,7 @@ class OpenAIBackend:
                 "json_schema": {"name": "response", "schema": dict(config.json_schema)},
             }
         if config.tools:
-            body["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": dict(t.parameters),
-                    },
-                }
-                for t in config.tools
-            ]
+            body["tools"] = tools_payload(config.tools)
         return body
 
     async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
@@ -415,61 +389,3 @@ class OpenAIBackend:
         if loop is asyncio.get_running_loop():
             for client in clients:
                 await client.close()
-
-
-def parse_chat_choice(data: Any) -> tuple[str, tuple[ToolCall, ...], FinishReason]:
-    """Text, tool calls and finish reason of the first choice of a chat-completion object.
-
-    Raises ``ValueError`` naming what is wrong when ``data`` is not a chat completion.
-
-    >>> parse_chat_choice({"choices": [{"message": {"content": "hi"}, "finish_reason": "length"}]})
-    ('hi', (), 'length')
-    """
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-    if "error" in data and "choices" not in data:
-        raise ValueError(f"error object {json.dumps(data['error'])}")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ValueError("no choices")
-    message = choices[0].get("message")
-    if not isinstance(message, dict):
-        raise ValueError("choice without a message")
-    text = _content_text(message.get("content"))
-    if text is None:
-        raise ValueError(f"message content of type {type(message.get('content')).__name__}")
-    tool_calls = _tool_calls(message.get("tool_calls"))
-    if tool_calls is None:
-        raise ValueError("malformed tool_calls")
-    finish = _FINISH.get(str(choices[0].get("finish_reason") or "stop"), "stop")
-    if tool_calls and finish == "stop":
-        finish = "tool_calls"
-    return text, tool_calls, finish
-
-
-def _content_text(content: Any) -> str | None:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # some servers send content parts
-        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
-        return "".join(str(p) for p in parts)
-    return None
-
-
-def _tool_calls(raw: Any) -> tuple[ToolCall, ...] | None:
-    if raw is None:
-        return ()
-    if not isinstance(raw, list):
-        return None
-    calls: list[ToolCall] = []
-    for item in raw:
-        function = item.get("function") if isinstance(item, dict) else None
-        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
-            return None
-        arguments = function.get("arguments", "")
-        if not isinstance(arguments, str):  # some servers send the arguments as an object
-            arguments = json.dumps(arguments)
-        calls.append(ToolCall(name=function["name"], arguments=arguments, id=str(item.get("id") or "")))
-    return tuple(calls)
