@@ -1,0 +1,393 @@
+"""Any OpenAI-compatible chat server (vLLM, SGLang, llama.cpp server, Ollama, hosted APIs) as a Backend.
+
+Retries are ours, not the client's (``max_retries=0``), so that :attr:`Completion.attempts` counts
+every request really sent. Transient failures (429, 408/409, 5xx, timeouts, dropped connections,
+a truncated JSON body) are retried with exponential backoff and jitter; the rest fail at once with a
+:class:`~masorch.errors.BackendError` naming the problem. The API key never leaves the client: it is
+redacted from ``model_id``, ``repr``, error messages and logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from masorch.backends.base import Completion, GenerateConfig, Message, ToolCall, Usage
+from masorch.backends.chat import estimate_tokens, messages_payload, parse_chat_choice, tools_payload
+from masorch.errors import BackendError, UsageError
+
+log = logging.getLogger(__name__)
+
+BASE_URL_ENV = ("MASORCH_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+API_KEY_ENV = ("MASORCH_OPENAI_API_KEY", "OPENAI_API_KEY")
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+SchemaFormat = Literal["json_schema", "json_object"]
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Prices in US dollars per one million prompt and completion tokens."""
+
+    prompt_per_m: float
+    completion_per_m: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """The price of one call's tokens.
+
+        >>> Pricing(1.0, 2.0).cost(1_000_000, 500_000)
+        2.0
+        """
+        return (prompt_tokens * self.prompt_per_m + completion_tokens * self.completion_per_m) / 1e6
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently to retry transient failures (exponential backoff, equal jitter)."""
+
+    max_attempts: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 20.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise UsageError(f"max_attempts={self.max_attempts} < 1", hint="use max_attempts >= 1")
+
+    def delay(self, attempt: int, rng: random.Random, retry_after_s: float | None = None) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
+        wait = ceiling / 2 + rng.uniform(0, ceiling / 2)
+        if retry_after_s is not None:
+            wait = max(wait, min(retry_after_s, self.max_delay_s))
+        return wait
+
+
+def redact_url(url: str) -> str:
+    """The URL without user info, query or fragment (where credentials may hide).
+
+    >>> redact_url("http://user:secret@host:8000/v1?key=abc")
+    'http://host:8000/v1'
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class _AttemptFailed(Exception):
+    """One failed attempt: the error, and how long the server asked us to wait (Retry-After)."""
+
+    def __init__(self, error: BackendError, retry_after_s: float | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.retry_after_s = retry_after_s
+
+
+def _first_env(env: Mapping[str, str], names: Sequence[str]) -> str | None:
+    for name in names:
+        value = env.get(name)
+        if value:
+            return value
+    return None
+
+
+class OpenAIBackend:
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint, through the ``openai`` client.
+
+    ``base_url`` and ``api_key`` default to ``MASORCH_OPENAI_BASE_URL``/``OPENAI_BASE_URL`` and
+    ``MASORCH_OPENAI_API_KEY``/``OPENAI_API_KEY``; a self-hosted server (a base URL given) needs no key.
+    ``timeout_s`` bounds each request; ``retry`` says how transient failures are retried; ``pricing``
+    fills :attr:`Usage.cost`. ``model_id`` is ``provider:model`` unless ``model_id`` is given.
+    With a ``seed``, sample ``i`` of a prompt uses seed ``seed + i`` so that samples stay distinct.
+    ``schema_format`` says how a JSON schema is sent: ``json_schema`` (OpenAI, vLLM, SGLang, Ollama,
+    the llama.cpp C++ server) or ``json_object`` with a ``schema`` field (llama-cpp-python's server,
+    which rejects ``json_schema``). ``connection_shards`` HTTP clients share the calls round-robin,
+    which keeps the cost per call low with many calls in flight.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str = "openai",
+        model_id: str | None = None,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        pricing: Pricing | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        schema_format: SchemaFormat = "json_schema",
+        connection_shards: int = 8,
+        rng_seed: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if not model:
+            raise UsageError("empty model name", hint="give the served model's name, e.g. openai:gpt-4o-mini")
+        env = os.environ if env is None else env
+        self.model = model
+        self.base_url = base_url or _first_env(env, BASE_URL_ENV)
+        key = api_key or _first_env(env, API_KEY_ENV)
+        if key is None:
+            if self.base_url is None:
+                raise UsageError(
+                    f"no API key for {provider}:{model}",
+                    hint="set MASORCH_OPENAI_API_KEY (or OPENAI_API_KEY), or give a base URL of a "
+                    "self-hosted server",
+                )
+            key = "EMPTY"  # self-hosted servers (vLLM, llama.cpp, Ollama) accept any key
+        self._api_key = key
+        self._model_id = model_id or f"{provider}:{model}"
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self.pricing = pricing
+        self.extra_body = dict(extra_body or {})
+        if schema_format not in ("json_schema", "json_object"):
+            raise UsageError(
+                f"unknown schema format {schema_format!r}", hint="use json_schema or json_object"
+            )
+        self.schema_format = schema_format
+        self._rng = random.Random(rng_seed)
+        if connection_shards < 1:
+            raise UsageError(f"connection_shards={connection_shards} < 1", hint="use 1 or more")
+        self.connection_shards = connection_shards
+        self._clients: list[Any] = []
+        self._next_client = 0
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def model_id(self) -> str:
+        """The ``provider:model`` string; never contains the key."""
+        return self._model_id
+
+    def __repr__(self) -> str:
+        url = redact_url(self.base_url) if self.base_url else "default"
+        return f"OpenAIBackend(model_id={self._model_id!r}, base_url={url!r})"
+
+    def _redact(self, text: str) -> str:
+        if self._api_key != "EMPTY" and len(self._api_key) >= 4:
+            text = text.replace(self._api_key, "***")
+        return text
+
+    def _client_for_loop(self) -> Any:
+        # An httpx client is bound to the event loop it first ran on; a new loop needs new clients.
+        # Calls go round-robin over a few clients: the HTTP connection pool scans all its
+        # connections on every request, so one pool under 64 calls in flight costs far more CPU.
+        loop = asyncio.get_running_loop()
+        if not self._clients or self._client_loop is not loop:
+            import openai
+
+            self._clients = [
+                openai.AsyncOpenAI(
+                    api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+                )
+                for _ in range(self.connection_shards)
+            ]
+            self._client_loop = loop
+        self._next_client = (self._next_client + 1) % len(self._clients)
+        return self._clients[self._next_client]
+
+    def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages_payload(messages),
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+            "max_tokens": config.max_tokens,
+        }
+        if config.stop:
+            body["stop"] = list(config.stop)
+        if config.seed is not None:
+            body["seed"] = config.seed + config.sample_index
+        if config.json_schema is not None and self.schema_format == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": dict(config.json_schema)}
+        elif config.json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": dict(config.json_schema)},
+            }
+        if config.tools:
+            body["tools"] = tools_payload(config.tools)
+        return body
+
+    async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
+        """One chat completion, retrying transient failures; raises :class:`BackendError` when it fails."""
+        if not messages:
+            raise BackendError(f"{self._model_id}: no messages to send", hint="give at least one message")
+        body = self._request(messages, config)
+        start = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                data = await self._send(self._client_for_loop(), body)
+                completion = self._parse(data, messages, config)
+            except (BackendError, _AttemptFailed) as caught:
+                failure = caught if isinstance(caught, _AttemptFailed) else _AttemptFailed(caught)
+            else:
+                return Completion(
+                    text=completion.text,
+                    usage=completion.usage,
+                    finish=completion.finish,
+                    tool_calls=completion.tool_calls,
+                    model=self._model_id,
+                    latency_s=time.perf_counter() - start,
+                    attempts=attempt,
+                )
+            # Outside the except block: the error raised below carries no chained client exception,
+            # whose text may hold what a server echoed back (a key, a prompt).
+            exc = failure.error
+            if not exc.retryable or attempt >= self.retry.max_attempts:
+                tries = "attempt" if attempt == 1 else "attempts"
+                final = BackendError(
+                    f"{self._model_id}: {exc.message} (after {attempt} {tries})",
+                    hint=exc.hint,
+                    code=exc.code,
+                    retryable=exc.retryable,
+                )
+                final.attempts = attempt
+                raise final
+            delay = self.retry.delay(attempt, self._rng, failure.retry_after_s)
+            log.info(
+                "%s: attempt %d failed (%s); retrying in %.2fs", self._model_id, attempt, exc.code, delay
+            )
+            await asyncio.sleep(delay)
+
+    async def _send(self, client: Any, body: dict[str, Any]) -> Any:
+        """One request; the decoded JSON body, or a BackendError saying whether a retry may help."""
+        import openai
+
+        try:
+            # The client's generic `post` (its documented way to send a raw body) skips the typed
+            # parameter transform and the response model: about a fifth less CPU per call, and the
+            # reply is checked by parse_chat_choice instead.
+            return await asyncio.wait_for(
+                client.post("/chat/completions", body={**body, **self.extra_body}, cast_to=object),
+                timeout=self.timeout_s + 1.0,  # a backstop: the client's own timeout is per read
+            )
+        except json.JSONDecodeError as exc:
+            raise BackendError(
+                f"the server sent malformed JSON ({exc.msg} at byte {exc.pos})",
+                hint="a truncated reply; if it persists, check the server or a proxy in between",
+                code="backend_malformed_reply",
+                retryable=True,
+            ) from None
+        except asyncio.TimeoutError:
+            raise BackendError(
+                f"no reply within {self.timeout_s:g}s",
+                hint="raise the timeout or check the server load",
+                code="backend_timeout",
+                retryable=True,
+            ) from None
+        except openai.APITimeoutError:
+            raise BackendError(
+                f"request timed out after {self.timeout_s:g}s",
+                hint="raise the timeout or check the server load",
+                code="backend_timeout",
+                retryable=True,
+            ) from None
+        except openai.APIConnectionError as exc:
+            cause = self._redact(repr(exc.__cause__ or exc))[:200]
+            where = redact_url(self.base_url) if self.base_url else "the default OpenAI endpoint"
+            raise BackendError(
+                f"connection to {where} failed: {cause}",
+                hint="check that the server is up and the base URL",
+                code="backend_connection",
+                retryable=True,
+            ) from None
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from None
+
+    def _status_error(self, exc: Any) -> _AttemptFailed:
+        status = int(exc.status_code)
+        detail = self._redact(str(getattr(exc, "message", "") or exc))[:300]
+        retry_after: float | None = None
+        header = exc.response.headers.get("retry-after") if exc.response is not None else None
+        if header:
+            try:
+                retry_after = float(header)
+            except ValueError:
+                retry_after = None
+        if status == 429:
+            err = BackendError(
+                f"rate limited (HTTP 429): {detail}",
+                hint="lower the concurrency or raise the rate limit",
+                code="backend_rate_limited",
+                retryable=True,
+            )
+        elif status >= 500 or status in _RETRYABLE_STATUS:
+            err = BackendError(
+                f"server error (HTTP {status}): {detail}",
+                hint="the server failed; retry later or check its logs",
+                code="backend_server_error",
+                retryable=True,
+            )
+        elif status in (401, 403):
+            err = BackendError(
+                f"not authorised (HTTP {status}): {detail}",
+                hint="set MASORCH_OPENAI_API_KEY (or OPENAI_API_KEY) to a valid key",
+                code="backend_auth",
+                retryable=False,
+            )
+        elif status == 404:
+            err = BackendError(
+                f"not found (HTTP 404): {detail}",
+                hint="check the model name and that the base URL ends in /v1",
+                code="backend_not_found",
+                retryable=False,
+            )
+        else:
+            err = BackendError(
+                f"request rejected (HTTP {status}): {detail}",
+                hint="the server refused the request; check the model's limits and the sampling settings",
+                code="backend_bad_request",
+                retryable=False,
+            )
+        return _AttemptFailed(err, retry_after)
+
+    def _parse(self, data: Any, messages: Sequence[Message], config: GenerateConfig) -> Completion:
+        try:
+            text, tool_calls, finish = parse_chat_choice(data)
+        except ValueError as exc:
+            raise BackendError(
+                f"the server's reply is not a chat completion: {self._redact(str(exc))[:300]}",
+                hint="check that the base URL points at an OpenAI-compatible /v1 endpoint",
+                code="backend_bad_reply",
+                retryable=False,
+            ) from None
+        usage = self._usage(data.get("usage"), messages, text, tool_calls)
+        return Completion(text=text, usage=usage, finish=finish, tool_calls=tool_calls, model=self._model_id)
+
+    def _usage(
+        self, raw: Any, messages: Sequence[Message], text: str, tool_calls: tuple[ToolCall, ...]
+    ) -> Usage:
+        prompt = raw.get("prompt_tokens") if isinstance(raw, dict) else None
+        completion = raw.get("completion_tokens") if isinstance(raw, dict) else None
+        estimated = False
+        if not isinstance(prompt, int):
+            prompt = sum(estimate_tokens(m.content) + 4 for m in messages)
+            estimated = True
+        if not isinstance(completion, int):
+            completion = estimate_tokens(text) + sum(
+                estimate_tokens(t.name + t.arguments) for t in tool_calls
+            )
+            estimated = True
+        cost = self.pricing.cost(prompt, completion) if self.pricing else 0.0
+        return Usage(
+            prompt_tokens=prompt, completion_tokens=completion, calls=1, cost=cost, estimated=estimated
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP clients (ones bound to another, finished event loop are just dropped)."""
+        clients, loop = self._clients, self._client_loop
+        self._clients, self._client_loop = [], None
+        if loop is asyncio.get_running_loop():
+            for client in clients:
+                await client.close()
