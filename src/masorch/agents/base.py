@@ -48,13 +48,15 @@ class NodeInput:
 
 @dataclass(frozen=True)
 class NodeOutput:
-    """A sub-agent's result. ``error`` explains any status other than ok."""
+    """A sub-agent's result. ``error`` explains any status other than ok; ``details`` is optional."""
 
     answer: str = ""
     rationale: str = ""
     status: NodeStatus = NodeStatus.OK
     error: str = ""
     usage: Usage = field(default_factory=Usage)
+    #: Agent-specific facts about how the answer was reached (votes, rounds, hops, attempts), for traces.
+    details: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Retriever(Protocol):

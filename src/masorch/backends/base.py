@@ -71,12 +71,17 @@ class GenerateConfig:
 
 @dataclass(frozen=True)
 class Usage:
-    """Token counts of one call (or a sum of calls), with cost in US dollars where known."""
+    """Token counts of one call (or a sum of calls), with cost in US dollars where known.
+
+    ``estimated`` is true when some of the counts were estimated from text length because the
+    server did not report usage.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     calls: int = 0
     cost: float = 0.0
+    estimated: bool = False
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -84,6 +89,7 @@ class Usage:
             self.completion_tokens + other.completion_tokens,
             self.calls + other.calls,
             self.cost + other.cost,
+            self.estimated or other.estimated,
         )
 
     @property
@@ -94,7 +100,11 @@ class Usage:
 
 @dataclass(frozen=True)
 class Completion:
-    """What a backend returns: text, usage, why it stopped, and any tool calls."""
+    """What a backend returns: text, usage, why it stopped, and any tool calls.
+
+    ``attempts`` is how many requests the backend sent for this completion (retries included);
+    ``cached`` says it came from a record/replay cache instead of the model.
+    """
 
     text: str
     usage: Usage = field(default_factory=Usage)
@@ -103,6 +113,7 @@ class Completion:
     model: str = ""
     latency_s: float = 0.0
     cached: bool = False
+    attempts: int = 1
 
 
 @runtime_checkable

@@ -1,0 +1,437 @@
+"""Any OpenAI-compatible chat server (vLLM, SGLang, llama.cpp server, Ollama, hosted APIs) as a Backend.
+
+Retries are ours, not the client's (``max_retries=0``), so that :attr:`Completion.attempts` counts
+every request really sent. Transient failures (429, 408/409, 5xx, timeouts, dropped connections,
+a truncated JSON body) are retried with exponential backoff and jitter; the rest fail at once with a
+:class:`~masorch.errors.BackendError` naming the problem. The API key never leaves the client: it is
+redacted from ``model_id``, ``repr``, error messages and logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from masorch.backends.base import Completion, FinishReason, GenerateConfig, Message, ToolCall, Usage
+from masorch.errors import BackendError, UsageError
+
+log = logging.getLogger(__name__)
+
+BASE_URL_ENV = ("MASORCH_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+API_KEY_ENV = ("MASORCH_OPENAI_API_KEY", "OPENAI_API_KEY")
+_RETRYABLE_STATUS = frozenset({408, 409, 429})
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "error",
+}
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """Prices in US dollars per one million prompt and completion tokens."""
+
+    prompt_per_m: float
+    completion_per_m: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """The price of one call's tokens.
+
+        >>> Pricing(1.0, 2.0).cost(1_000_000, 500_000)
+        2.0
+        """
+        return (prompt_tokens * self.prompt_per_m + completion_tokens * self.completion_per_m) / 1e6
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently to retry transient failures (exponential backoff, equal jitter)."""
+
+    max_attempts: int = 4
+    base_delay_s: float = 0.5
+    max_delay_s: float = 20.0
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise UsageError(f"max_attempts={self.max_attempts} < 1", hint="use max_attempts >= 1")
+
+    def delay(self, attempt: int, rng: random.Random, retry_after_s: float | None = None) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
+        ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
+        wait = ceiling / 2 + rng.uniform(0, ceiling / 2)
+        if retry_after_s is not None:
+            wait = max(wait, min(retry_after_s, self.max_delay_s))
+        return wait
+
+
+def redact_url(url: str) -> str:
+    """The URL without user info, query or fragment (where credentials may hide).
+
+    >>> redact_url("http://user:secret@host:8000/v1?key=abc")
+    'http://host:8000/v1'
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count (about four characters a token) for servers that report no usage.
+
+    >>> estimate_tokens("abcdefgh")
+    2
+    """
+    return math.ceil(len(text) / 4)
+
+
+class _AttemptFailed(Exception):
+    """One failed attempt: the error, and how long the server asked us to wait (Retry-After)."""
+
+    def __init__(self, error: BackendError, retry_after_s: float | None = None) -> None:
+        super().__init__(error.message)
+        self.error = error
+        self.retry_after_s = retry_after_s
+
+
+def _first_env(env: Mapping[str, str], names: Sequence[str]) -> str | None:
+    for name in names:
+        value = env.get(name)
+        if value:
+            return value
+    return None
+
+
+class OpenAIBackend:
+    """A model behind an OpenAI-compatible ``/chat/completions`` endpoint, through the ``openai`` client.
+
+    ``base_url`` and ``api_key`` default to ``MASORCH_OPENAI_BASE_URL``/``OPENAI_BASE_URL`` and
+    ``MASORCH_OPENAI_API_KEY``/``OPENAI_API_KEY``; a self-hosted server (a base URL given) needs no key.
+    ``timeout_s`` bounds each request; ``retry`` says how transient failures are retried; ``pricing``
+    fills :attr:`Usage.cost`. ``model_id`` is ``provider:model`` unless ``model_id`` is given.
+    With a ``seed``, sample ``i`` of a prompt uses seed ``seed + i`` so that samples stay distinct.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str = "openai",
+        model_id: str | None = None,
+        timeout_s: float = 120.0,
+        retry: RetryPolicy | None = None,
+        pricing: Pricing | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        rng_seed: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        if not model:
+            raise UsageError("empty model name", hint="give the served model's name, e.g. openai:gpt-4o-mini")
+        env = os.environ if env is None else env
+        self.model = model
+        self.base_url = base_url or _first_env(env, BASE_URL_ENV)
+        key = api_key or _first_env(env, API_KEY_ENV)
+        if key is None:
+            if self.base_url is None:
+                raise UsageError(
+                    f"no API key for {provider}:{model}",
+                    hint="set MASORCH_OPENAI_API_KEY (or OPENAI_API_KEY), or give a base URL of a "
+                    "self-hosted server",
+                )
+            key = "EMPTY"  # self-hosted servers (vLLM, llama.cpp, Ollama) accept any key
+        self._api_key = key
+        self._model_id = model_id or f"{provider}:{model}"
+        if self._api_key != "EMPTY" and len(self._api_key) >= 4 and self._api_key in self._model_id:
+            raise UsageError("the model id would contain the API key", hint="pass the key only as api_key")
+        self.timeout_s = timeout_s
+        self.retry = retry or RetryPolicy()
+        self.pricing = pricing
+        self.extra_body = dict(extra_body or {})
+        self._rng = random.Random(rng_seed)
+        self._client: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    @property
+    def model_id(self) -> str:
+        """The ``provider:model`` string; never contains the key."""
+        return self._model_id
+
+    def __repr__(self) -> str:
+        url = redact_url(self.base_url) if self.base_url else "default"
+        return f"OpenAIBackend(model_id={self._model_id!r}, base_url={url!r})"
+
+    def _redact(self, text: str) -> str:
+        if self._api_key != "EMPTY" and len(self._api_key) >= 4:
+            text = text.replace(self._api_key, "***")
+        return text
+
+    def _client_for_loop(self) -> Any:
+        # An httpx client is bound to the event loop it first ran on; a new loop needs a new client.
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            import openai
+
+            self._client = openai.AsyncOpenAI(
+                api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+            )
+            self._client_loop = loop
+        return self._client
+
+    def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "temperature": config.temperature,
+            "top_p": config.top_p,
+            "max_tokens": config.max_tokens,
+        }
+        if config.stop:
+            body["stop"] = list(config.stop)
+        if config.seed is not None:
+            body["seed"] = config.seed + config.sample_index
+        if config.json_schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": dict(config.json_schema)},
+            }
+        if config.tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": dict(t.parameters),
+                    },
+                }
+                for t in config.tools
+            ]
+        return body
+
+    async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
+        """One chat completion, retrying transient failures; raises :class:`BackendError` when it fails."""
+        if not messages:
+            raise BackendError(f"{self._model_id}: no messages to send", hint="give at least one message")
+        client = self._client_for_loop()
+        body = self._request(messages, config)
+        start = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                completion = self._parse(await self._send(client, body), messages, config)
+            except (BackendError, _AttemptFailed) as caught:
+                failure = caught if isinstance(caught, _AttemptFailed) else _AttemptFailed(caught)
+                exc = failure.error
+                if not exc.retryable or attempt >= self.retry.max_attempts:
+                    tries = "attempt" if attempt == 1 else "attempts"
+                    raise BackendError(
+                        f"{self._model_id}: {exc.message} (after {attempt} {tries})",
+                        hint=exc.hint,
+                        code=exc.code,
+                        retryable=exc.retryable,
+                    ) from None
+                delay = self.retry.delay(attempt, self._rng, failure.retry_after_s)
+                log.info(
+                    "%s: attempt %d failed (%s); retrying in %.2fs", self._model_id, attempt, exc.code, delay
+                )
+                await asyncio.sleep(delay)
+                continue
+            return Completion(
+                text=completion.text,
+                usage=completion.usage,
+                finish=completion.finish,
+                tool_calls=completion.tool_calls,
+                model=self._model_id,
+                latency_s=time.perf_counter() - start,
+                attempts=attempt,
+            )
+
+    async def _send(self, client: Any, body: dict[str, Any]) -> Any:
+        """One request; the decoded JSON body, or a BackendError saying whether a retry may help."""
+        import openai
+
+        try:
+            raw = await asyncio.wait_for(
+                client.chat.completions.with_raw_response.create(**body, extra_body=self.extra_body or None),
+                timeout=self.timeout_s + 1.0,  # a backstop: the client's own timeout is per read
+            )
+        except asyncio.TimeoutError:
+            raise BackendError(
+                f"no reply within {self.timeout_s:g}s",
+                hint="raise the timeout or check the server load",
+                code="backend_timeout",
+                retryable=True,
+            ) from None
+        except openai.APITimeoutError:
+            raise BackendError(
+                f"request timed out after {self.timeout_s:g}s",
+                hint="raise the timeout or check the server load",
+                code="backend_timeout",
+                retryable=True,
+            ) from None
+        except openai.APIConnectionError as exc:
+            cause = self._redact(repr(exc.__cause__ or exc))[:200]
+            where = redact_url(self.base_url) if self.base_url else "the default OpenAI endpoint"
+            raise BackendError(
+                f"connection to {where} failed: {cause}",
+                hint="check that the server is up and the base URL",
+                code="backend_connection",
+                retryable=True,
+            ) from None
+        except openai.APIStatusError as exc:
+            raise self._status_error(exc) from None
+        try:
+            return json.loads(raw.content)
+        except json.JSONDecodeError as exc:
+            raise BackendError(
+                f"the server sent malformed JSON ({exc.msg} at byte {exc.pos})",
+                hint="a truncated reply; if it persists, check the server or a proxy in between",
+                code="backend_malformed_reply",
+                retryable=True,
+            ) from None
+
+    def _status_error(self, exc: Any) -> _AttemptFailed:
+        status = int(exc.status_code)
+        detail = self._redact(str(getattr(exc, "message", "") or exc))[:300]
+        retry_after: float | None = None
+        header = exc.response.headers.get("retry-after") if exc.response is not None else None
+        if header:
+            try:
+                retry_after = float(header)
+            except ValueError:
+                retry_after = None
+        if status == 429:
+            err = BackendError(
+                f"rate limited (HTTP 429): {detail}",
+                hint="lower the concurrency or raise the rate limit",
+                code="backend_rate_limited",
+                retryable=True,
+            )
+        elif status >= 500 or status in _RETRYABLE_STATUS:
+            err = BackendError(
+                f"server error (HTTP {status}): {detail}",
+                hint="the server failed; retry later or check its logs",
+                code="backend_server_error",
+                retryable=True,
+            )
+        elif status in (401, 403):
+            err = BackendError(
+                f"not authorised (HTTP {status}): {detail}",
+                hint="set MASORCH_OPENAI_API_KEY (or OPENAI_API_KEY) to a valid key",
+                code="backend_auth",
+                retryable=False,
+            )
+        elif status == 404:
+            err = BackendError(
+                f"not found (HTTP 404): {detail}",
+                hint="check the model name and that the base URL ends in /v1",
+                code="backend_not_found",
+                retryable=False,
+            )
+        else:
+            err = BackendError(
+                f"request rejected (HTTP {status}): {detail}",
+                hint="the server refused the request; check the model's limits and the sampling settings",
+                code="backend_bad_request",
+                retryable=False,
+            )
+        return _AttemptFailed(err, retry_after)
+
+    def _parse(self, data: Any, messages: Sequence[Message], config: GenerateConfig) -> Completion:
+        def bad(why: str) -> BackendError:
+            return BackendError(
+                f"the server's reply is not a chat completion: {why}",
+                hint="check that the base URL points at an OpenAI-compatible /v1 endpoint",
+                code="backend_bad_reply",
+                retryable=False,
+            )
+
+        if not isinstance(data, dict):
+            raise bad(f"expected a JSON object, got {type(data).__name__}")
+        if "error" in data and "choices" not in data:
+            raise bad(self._redact(json.dumps(data["error"]))[:300])
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise bad("no choices")
+        message = choices[0].get("message")
+        if not isinstance(message, dict):
+            raise bad("choice without a message")
+        text = _content_text(message.get("content"))
+        if text is None:
+            raise bad(f"message content of type {type(message.get('content')).__name__}")
+        tool_calls = _tool_calls(message.get("tool_calls"))
+        if tool_calls is None:
+            raise bad("malformed tool_calls")
+        finish = _FINISH.get(str(choices[0].get("finish_reason") or "stop"), "stop")
+        if tool_calls and finish == "stop":
+            finish = "tool_calls"
+        usage = self._usage(data.get("usage"), messages, text, tool_calls)
+        return Completion(text=text, usage=usage, finish=finish, tool_calls=tool_calls, model=self._model_id)
+
+    def _usage(
+        self, raw: Any, messages: Sequence[Message], text: str, tool_calls: tuple[ToolCall, ...]
+    ) -> Usage:
+        prompt = raw.get("prompt_tokens") if isinstance(raw, dict) else None
+        completion = raw.get("completion_tokens") if isinstance(raw, dict) else None
+        estimated = False
+        if not isinstance(prompt, int):
+            prompt = sum(estimate_tokens(m.content) + 4 for m in messages)
+            estimated = True
+        if not isinstance(completion, int):
+            completion = estimate_tokens(text) + sum(
+                estimate_tokens(t.name + t.arguments) for t in tool_calls
+            )
+            estimated = True
+        cost = self.pricing.cost(prompt, completion) if self.pricing else 0.0
+        return Usage(
+            prompt_tokens=prompt, completion_tokens=completion, calls=1, cost=cost, estimated=estimated
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client (one bound to another, finished event loop is just dropped)."""
+        client, loop = self._client, self._client_loop
+        self._client, self._client_loop = None, None
+        if client is not None and loop is asyncio.get_running_loop():
+            await client.close()
+
+
+def _content_text(content: Any) -> str | None:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # some servers send content parts
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        return "".join(str(p) for p in parts)
+    return None
+
+
+def _tool_calls(raw: Any) -> tuple[ToolCall, ...] | None:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        return None
+    calls: list[ToolCall] = []
+    for item in raw:
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            return None
+        arguments = function.get("arguments", "")
+        if not isinstance(arguments, str):  # some servers send the arguments as an object
+            arguments = json.dumps(arguments)
+        calls.append(ToolCall(name=function["name"], arguments=arguments, id=str(item.get("id") or "")))
+    return tuple(calls)

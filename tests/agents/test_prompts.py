@@ -1,0 +1,39 @@
+"""Snapshot tests of every rendered agent prompt (golden files under ``snapshots/``).
+
+Regenerate after an intended prompt change with ``MASORCH_UPDATE_SNAPSHOTS=1 pytest tests/agents``
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from masorch.agents.base import UpstreamResult
+from masorch.prompts import render
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+QUESTION = "A farmer has 17 sheep and buys 25 more. How many sheep does he have?"
+CONTEXT = (UpstreamResult("count", "He buys 25 sheep."),)
+BASE = {"question": QUESTION, "task": "Add the sheep.", "context": CONTEXT}
+
+CASES: dict[str, tuple[str, dict[str, object]]] = {
+    "system": ("agents/system.j2", {"role": "a careful expert problem solver"}),
+    "cot": ("agents/cot.j2", BASE),
+    "cot_question_only": ("agents/cot.j2", {"question": QUESTION, "task": QUESTION, "context": ()}),
+    "cot_task_alone": ("agents/cot.j2", {"question": "", "task": "Add 17 and 25.", "context": ()}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rendered_prompt_matches_snapshot(case):
+    template, variables = CASES[case]
+    text = render(template, **variables) + "\n"
+    path = SNAPSHOTS / f"{case}.txt"
+    if os.environ.get("MASORCH_UPDATE_SNAPSHOTS"):
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"no snapshot {path.name}: run with MASORCH_UPDATE_SNAPSHOTS=1 and review it"
+    assert text == path.read_text(encoding="utf-8")

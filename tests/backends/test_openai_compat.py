@@ -1,0 +1,236 @@
+"""OpenAIBackend against the loopback server: answers, every fault, retries counted, secrets redacted."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+
+import pytest
+
+from masorch.backends.base import Backend, GenerateConfig, Message, ToolSpec
+from masorch.backends.loopback import FAULT_KINDS, TRANSIENT_FAULTS, FaultPlan, LoopbackServer
+from masorch.backends.openai_compat import OpenAIBackend, Pricing, RetryPolicy, redact_url
+from masorch.errors import BackendError, UsageError
+
+pytestmark = pytest.mark.timeout(60)
+
+KEY = "sk-test-SECRET-0123456789"
+FAST_RETRY = RetryPolicy(max_attempts=3, base_delay_s=0.001, max_delay_s=0.01)
+ASK = [Message("system", "be brief"), Message("user", "what is two plus two")]
+
+
+def backend(server: LoopbackServer, **kwargs: object) -> OpenAIBackend:
+    options: dict[str, object] = {"api_key": KEY, "timeout_s": 0.5, "retry": FAST_RETRY}
+    options.update(kwargs)
+    return OpenAIBackend("echo-model", base_url=server.base_url, **options)  # type: ignore[arg-type]
+
+
+async def test_answer_usage_and_one_attempt() -> None:
+    with LoopbackServer() as server:
+        b = backend(server)
+        assert isinstance(b, Backend)
+        c = await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+    assert c.text == "echo: what is two plus two"
+    assert (c.usage.prompt_tokens, c.usage.completion_tokens, c.usage.calls) == (7, 6, 1)
+    assert not c.usage.estimated
+    assert c.finish == "stop" and c.attempts == 1 and c.model == "openai:echo-model"
+    assert server.request_count == 1
+    assert server.bodies[0]["messages"][1] == {"role": "user", "content": "what is two plus two"}
+
+
+@pytest.mark.parametrize("fault", TRANSIENT_FAULTS)
+async def test_transient_fault_is_retried(fault: str) -> None:
+    with LoopbackServer(faults=FaultPlan(schedule=(fault,)), slow_s=10) as server:  # type: ignore[arg-type]
+        b = backend(server, timeout_s=0.3)
+        c = await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+        assert c.text.startswith("echo:")
+        assert c.attempts == 2 == server.request_count
+
+
+@pytest.mark.parametrize("fault", TRANSIENT_FAULTS)
+async def test_persistent_fault_gives_up_after_max_attempts(fault: str) -> None:
+    codes = {
+        "429": "backend_rate_limited",
+        "500": "backend_server_error",
+        "slow": "backend_timeout",
+        "drop": "backend_connection",
+        "malformed": "backend_malformed_reply",
+    }
+    with LoopbackServer(faults=FaultPlan(schedule=(fault,) * 10), slow_s=10) as server:  # type: ignore[arg-type]
+        b = backend(server, timeout_s=0.3)
+        with pytest.raises(BackendError) as info:
+            await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+        assert server.request_count == 3
+    err = info.value
+    assert err.code == codes[fault] and err.retryable
+    assert "after 3 attempts" in err.message and err.message.startswith("openai:echo-model: ")
+    assert err.hint
+
+
+@pytest.mark.parametrize(
+    ("fault", "code"),
+    [("400", "backend_bad_request"), ("401", "backend_auth"), ("bad_shape", "backend_bad_reply")],
+)
+async def test_permanent_fault_fails_at_once(fault: str, code: str) -> None:
+    with LoopbackServer(faults=FaultPlan(schedule=(fault,))) as server:  # type: ignore[arg-type]
+        b = backend(server)
+        with pytest.raises(BackendError) as info:
+            await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+        assert server.request_count == 1
+    assert info.value.code == code and not info.value.retryable
+    assert "after 1 attempt)" in info.value.message
+
+
+async def test_many_concurrent_calls_with_random_faults_all_end_and_attempts_add_up() -> None:
+    plan = FaultPlan(rate=0.3, seed=7)
+    with LoopbackServer(faults=plan, latency_ms=5, slow_s=10) as server:
+        b = backend(
+            server, timeout_s=0.5, retry=RetryPolicy(max_attempts=4, base_delay_s=0.001, max_delay_s=0.01)
+        )
+        results = await asyncio.gather(
+            *[b.complete([Message("user", f"q{i}")], GenerateConfig()) for i in range(80)],
+            return_exceptions=True,
+        )
+        await b.aclose()
+        count = server.request_count
+        faults = sum(server.fault_counts.values())
+    answered = [r for r in results if not isinstance(r, BaseException)]
+    failed = [r for r in results if isinstance(r, BaseException)]
+    assert all(isinstance(r, BackendError) and r.retryable for r in failed)
+    assert sorted(r.text for r in answered) == sorted(
+        f"echo: q{i}" for i, r in enumerate(results) if r in answered
+    )
+    assert sum(r.attempts for r in answered) + 4 * len(failed) == count
+    assert faults == count - len(answered) > 0
+
+
+async def test_missing_usage_is_estimated_and_flagged() -> None:
+    with LoopbackServer(omit_usage=True) as server:
+        b = backend(server)
+        c = await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+    assert c.usage.estimated and c.usage.prompt_tokens > 0 and c.usage.completion_tokens > 0
+
+
+async def test_pricing_fills_cost() -> None:
+    with LoopbackServer() as server:
+        b = backend(server, pricing=Pricing(prompt_per_m=1_000_000.0, completion_per_m=2_000_000.0))
+        c = await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+    assert c.usage.cost == pytest.approx(7 * 1.0 + 6 * 2.0)
+
+
+async def test_request_carries_sampling_schema_tools_and_distinct_sample_seeds() -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}, "required": ["answer"]}
+    tool = ToolSpec("add", "add two numbers", {"type": "object", "properties": {"a": {"type": "number"}}})
+    with LoopbackServer() as server:
+        b = backend(server)
+        for i in range(2):
+            config = GenerateConfig(
+                temperature=0.7,
+                max_tokens=50,
+                stop=("END",),
+                seed=10,
+                sample_index=i,
+                json_schema=schema,
+                tools=(tool,),
+            )
+            await b.complete(ASK, config)
+        await b.aclose()
+    first, second = server.bodies
+    assert first["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "response", "schema": schema},
+    }
+    assert first["tools"][0]["function"]["name"] == "add"
+    assert (first["temperature"], first["max_tokens"], first["stop"]) == (0.7, 50, ["END"])
+    assert (first["seed"], second["seed"]) == (10, 11)
+
+
+async def test_tool_calls_are_returned() -> None:
+    def call_tool(messages: list[dict[str, object]]) -> dict[str, object]:
+        args = {"a": 2, "b": 2}
+        return {
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": args}}]
+        }
+
+    with LoopbackServer(call_tool) as server:
+        b = backend(server)
+        c = await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+    assert c.finish == "tool_calls" and c.text == ""
+    assert c.tool_calls[0].name == "add" and c.tool_calls[0].id == "c1"
+    assert json.loads(c.tool_calls[0].arguments) == {"a": 2, "b": 2}
+
+
+async def test_length_finish() -> None:
+    with LoopbackServer(lambda m: "one two three four five") as server:
+        b = backend(server)
+        c = await b.complete(ASK, GenerateConfig(max_tokens=2))
+        await b.aclose()
+    assert (c.text, c.finish) == ("one two", "length")
+
+
+async def test_dead_endpoint_is_a_connection_error() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    b = OpenAIBackend("m", base_url=f"http://127.0.0.1:{port}/v1", retry=FAST_RETRY, timeout_s=1)
+    with pytest.raises(BackendError) as info:
+        await b.complete(ASK, GenerateConfig())
+    await b.aclose()
+    assert info.value.code == "backend_connection" and "after 3 attempts" in info.value.message
+
+
+async def test_the_key_never_shows(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    url = f"http://user:{KEY}@127.0.0.1:1/v1?api_key={KEY}"
+    assert KEY not in redact_url(url)
+    seen: list[str] = []
+    for fault in FAULT_KINDS:
+        with LoopbackServer(faults=FaultPlan(schedule=(fault,) * 3), slow_s=10) as server:
+            b = backend(server, timeout_s=0.3)
+            seen += [b.model_id, repr(b)]
+            with pytest.raises(BackendError) as info:
+                await b.complete(ASK, GenerateConfig())
+            await b.aclose()
+            seen += [str(info.value), json.dumps(info.value.to_dict())]
+    assert any("Incorrect API key provided: ***" in s for s in seen)
+    assert all(KEY not in s for s in seen)
+    assert KEY not in caplog.text
+
+
+def test_key_and_url_come_from_env_and_a_missing_key_is_a_usage_error() -> None:
+    env = {"MASORCH_OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": KEY}
+    b = OpenAIBackend("m", env=env)
+    assert b.base_url == "http://127.0.0.1:9/v1" and KEY not in repr(b)
+    assert OpenAIBackend("m", env={"OPENAI_BASE_URL": "http://127.0.0.1:9/v1"}).base_url is not None
+    with pytest.raises(UsageError, match="no API key"):
+        OpenAIBackend("m", env={})
+
+
+def test_one_backend_serves_successive_event_loops() -> None:
+    with LoopbackServer() as server:
+        b = backend(server)
+        for _ in range(2):
+            assert asyncio.run(b.complete(ASK, GenerateConfig())).attempts == 1
+        asyncio.run(b.aclose())
+        assert server.request_count == 2
+
+
+def test_retry_delay_grows_and_honours_retry_after() -> None:
+    import random
+
+    policy = RetryPolicy(max_attempts=5, base_delay_s=1.0, max_delay_s=8.0)
+    rng = random.Random(0)
+    delays = [policy.delay(a, rng) for a in (1, 2, 3, 4, 5)]
+    assert 0.5 <= delays[0] <= 1.0 and 4.0 <= delays[3] <= 8.0 and delays[4] <= 8.0
+    assert policy.delay(1, rng, retry_after_s=5.0) == 5.0
+    with pytest.raises(UsageError):
+        RetryPolicy(max_attempts=0)
