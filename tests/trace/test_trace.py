@@ -131,3 +131,28 @@ async def test_an_api_key_never_reaches_the_trace(tmp_path):
     calls = [e for e in read_trace(path) if isinstance(e, LlmCall)]
     assert [c.model for c in calls] == ["openai:gpt-test"]
     assert json.loads(text.splitlines()[0])["models"] == {"subagent": "openai:gpt-test"}
+
+
+async def test_an_openai_backend_key_never_reaches_the_trace(tmp_path):
+    from masorch.backends.loopback import LoopbackServer
+    from masorch.backends.openai_compat import OpenAIBackend
+
+    secret = "sk-loopback-SECRET-9876543210"
+    path = tmp_path / "trace.jsonl"
+    async with LoopbackServer(latency_ms=1) as server:
+        backend = OpenAIBackend("echo", base_url=server.base_url, api_key=secret, provider="vllm")
+        try:
+            with TraceWriter(path) as writer:
+                result = await run_plan(
+                    vplan([("a", "cot", "hi"), ("b", "cot", "${a}")], [("a", "b")]),
+                    "Q?",
+                    agents=registry(),
+                    backends=RoleBackends(backend),
+                    trace=writer,
+                )
+        finally:
+            await backend.aclose()
+    assert result.status == "ok" and result.usage.calls == 2
+    text = path.read_text()
+    assert secret not in text and "SECRET" not in text
+    assert {c.model for c in read_trace(path) if isinstance(c, LlmCall)} == {"vllm:echo"}

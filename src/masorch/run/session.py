@@ -110,7 +110,7 @@ class RunSession:
                 latency_s=completion.latency_s or (time.monotonic() - t0),
                 cost=usage.cost,
                 cached=completion.cached,
-                attempts=getattr(completion, "attempts", 1),
+                attempts=completion.attempts,
             )
         )
         return completion
