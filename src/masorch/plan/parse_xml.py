@@ -1,0 +1,242 @@
+"""Dialect "xml": the tag format of the released MAS-Orchestra checkpoints, read tolerantly.
+
+Low DoM: ``<thinking>``, at most one ``<agent>`` whose id is ``<agent_output_id>``, and ``<answer>``
+holding either that id (delegate) or the answer itself. High DoM: ``<agent>`` blocks with
+``<agent_id>`` and one ``<edge>`` block of ``<from>X</from><to>Y</to>`` pairs; data is passed as
+``${X}`` inside ``<agent_input>``; an empty ``<agent_input>`` means the original question.
+
+The reader uses regular expressions over tags, not an XML parser: model output is rarely
+well-formed XML (``<`` and ``&`` appear in math, tags are left open). ``<from>``/``<to>`` are paired
+by structure - a ``<to>`` closes the nearest open ``<from>`` - so one missing tag costs one edge.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from masorch.plan.diagnostics import Diagnostic, diag
+from masorch.plan.model import AgentSpec, Flow, ParamValue, Plan
+
+#: MAS-Orchestra agent names -> masorch kinds (matched case-insensitively).
+NAME_TO_KIND: dict[str, str] = {
+    "cotagent": "cot",
+    "scagent": "sc",
+    "debateagent": "debate",
+    "reflexionagent": "reflexion",
+    "websearchagent": "search",
+    "searchagent": "search",
+    "pythonagent": "python",
+}
+#: masorch kinds -> the names the checkpoints were trained on (used when rendering).
+KIND_TO_NAME: dict[str, str] = {
+    "cot": "CoTAgent",
+    "sc": "SCAgent",
+    "debate": "DebateAgent",
+    "reflexion": "ReflexionAgent",
+    "search": "WebSearchAgent",
+    "python": "PythonAgent",
+}
+#: Argument tags renamed to masorch parameter names (and back when rendering).
+ARG_TO_PARAM: dict[str, str] = {"debate_roles": "roles", "n_samples": "n"}
+PARAM_TO_ARG: dict[str, str] = {v: k for k, v in ARG_TO_PARAM.items()}
+#: Argument tags the checkpoints write that no masorch agent takes: dropped with a warning.
+IGNORED_ARGS: frozenset[str] = frozenset({"vote_method"})
+
+_TAG_HINT = re.compile(r"<(agent|agent_id|agent_name|agent_output_id|edge|from|answer)>", re.I)
+_THINKING = re.compile(r"<(thinking|think)>.*?</\1>", re.S | re.I)
+_AGENT_OPEN = re.compile(r"<agent>", re.I)
+_AGENT_CLOSE = re.compile(r"</agent>", re.I)
+_EDGE_TOKEN = re.compile(r"<(from|to)>([^<]*)</\1>", re.I)
+_ARG = re.compile(r"<([A-Za-z_][\w\-]*)>(.*?)</\1>", re.S)
+_PARTIAL_TAG = re.compile(r"<(/?[A-Za-z_]\w*)?$")
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+
+
+def looks_like_xml(text: str) -> bool:
+    """Whether ``text`` carries MAS-Orchestra plan tags."""
+    return _TAG_HINT.search(text) is not None
+
+
+def kind_of(name: str) -> str:
+    """The masorch kind for an agent name: ``CoTAgent`` -> ``cot``; ``FooAgent`` -> ``foo``."""
+    name = name.strip()
+    known = NAME_TO_KIND.get(name.lower())
+    if known is not None:
+        return known
+    if name.endswith("Agent") and len(name) > len("Agent"):
+        return name[: -len("Agent")].lower()
+    return name
+
+
+def _tag(block: str, name: str) -> str | None:
+    m = re.search(rf"<{name}>(.*?)</{name}>", block, re.S | re.I)
+    return m.group(1).strip() if m else None
+
+
+def _value(raw: str) -> ParamValue:
+    """An argument's value: JSON when it reads as JSON (numbers, lists, quoted strings), else text."""
+    text = raw.strip()
+    try:
+        value: Any = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(value, (str, int, float, bool, list)) or value is None:
+        return value
+    return text
+
+
+def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec | None, bool]:
+    """The agent in one block and whether it is low-DoM style (``agent_output_id``)."""
+    agent_id = _tag(block, "agent_id")
+    low_style = False
+    if not agent_id:
+        agent_id = _tag(block, "agent_output_id")
+        low_style = bool(agent_id)
+    name = _tag(block, "agent_name")
+    place = f"agent:{agent_id}" if agent_id else f"xml:agent#{index + 1}"
+    missing = [t for t, v in (("agent_id", agent_id), ("agent_name", name)) if not v]
+    if missing:
+        diags.append(
+            diag(
+                "missing_tag",
+                f"agent block {index + 1} has no <{'> or <'.join(missing)}>",
+                "give every <agent> an <agent_id> and an <agent_name>",
+                place,
+            )
+        )
+        return None, low_style
+    args_text = _tag(block, "required_arguments")
+    task = ""
+    params: dict[str, ParamValue] = {}
+    for m in _ARG.finditer(block if args_text is None else args_text):
+        tag, content = m.group(1), m.group(2)
+        if args_text is None and tag.lower() not in ("agent_input", *ARG_TO_PARAM):
+            continue  # without <required_arguments>, only the known argument tags are read
+        if tag == "agent_input":
+            task = content.strip()
+        elif tag in IGNORED_ARGS:
+            diags.append(
+                diag(
+                    "ignored_argument",
+                    f"<{tag}> is not used by masorch agents and was dropped",
+                    f"leave out <{tag}>",
+                    place,
+                )
+            )
+        else:
+            params[ARG_TO_PARAM.get(tag, tag)] = _value(content)
+    assert agent_id is not None and name is not None
+    return AgentSpec(id=agent_id, kind=kind_of(name), task=task, params=params), low_style
+
+
+def _blocks(text: str, diags: list[Diagnostic]) -> tuple[list[str], str]:
+    """The ``<agent>`` blocks and the text outside them."""
+    blocks: list[str] = []
+    rest: list[str] = []
+    pos = 0
+    for i, m in enumerate(_AGENT_OPEN.finditer(text)):
+        if m.start() < pos:
+            continue
+        rest.append(text[pos : m.start()])
+        close = _AGENT_CLOSE.search(text, m.end())
+        nxt = _AGENT_OPEN.search(text, m.end())
+        if close is None or (nxt is not None and nxt.start() < close.start()):
+            end = nxt.start() if nxt is not None else len(text)
+            body = text[m.end() : end]
+            if nxt is None and _EDGE_TOKEN.search(body) is None and "<edge>" not in body.lower():
+                diags.append(
+                    diag("truncated", f"the text ends inside agent block {i + 1}", "close it with </agent>")
+                )
+            else:
+                diags.append(
+                    diag(
+                        "missing_tag",
+                        f"agent block {i + 1} is not closed with </agent>",
+                        "close every <agent> with </agent>",
+                        f"xml:agent#{i + 1}",
+                    )
+                )
+            # An unclosed block ends where edges begin, so its edges are still read.
+            edge_at = re.search(r"<edge>|<from>", body, re.I)
+            if edge_at is not None:
+                end = m.end() + edge_at.start()
+            blocks.append(text[m.end() : end])
+            pos = end
+        else:
+            blocks.append(text[m.end() : close.start()])
+            pos = close.end()
+    rest.append(text[pos:])
+    return blocks, "".join(rest)
+
+
+def _edges(text: str, diags: list[Diagnostic]) -> list[Flow]:
+    flows: list[Flow] = []
+    pending: str | None = None
+    for k, m in enumerate(_EDGE_TOKEN.finditer(text)):
+        tag, value = m.group(1).lower(), m.group(2).strip()
+        if tag == "from":
+            if pending is not None:
+                diags.append(_unpaired(f"<from>{pending}</from> has no <to>", k))
+            pending = value
+        elif pending is None:
+            diags.append(_unpaired(f"<to>{value}</to> has no <from>", k))
+        else:
+            flows.append(Flow(src=pending, dst=value))
+            pending = None
+    if pending is not None:
+        diags.append(_unpaired(f"<from>{pending}</from> has no <to>", -1))
+    return flows
+
+
+def _unpaired(message: str, k: int) -> Diagnostic:
+    return diag(
+        "unpaired_edge",
+        message,
+        "write each edge as <from>SOURCE_ID</from><to>TARGET_ID</to>",
+        f"xml:edge#{k + 1}" if k >= 0 else "xml:edge#end",
+    )
+
+
+def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
+    """The plan written in MAS-Orchestra tags (None when there are none) and its problems."""
+    diags: list[Diagnostic] = []
+    body = _THINKING.sub("", text)
+    open_thinking = re.search(r"<(thinking|think)>", body, re.I)
+    if open_thinking is not None:
+        body = body[: open_thinking.start()]
+        if not looks_like_xml(text[open_thinking.end() :]):
+            diags.append(diag("truncated", "the text ends inside <thinking>", "close it with </thinking>"))
+    answers = _ANSWER.findall(body)
+    body = _ANSWER.sub("", body)
+    if re.search(r"<answer>", body, re.I):
+        diags.append(diag("truncated", "the text ends inside <answer>", "close it with </answer>"))
+    blocks, outside = _blocks(body, diags)
+    if _PARTIAL_TAG.search(body.rstrip()):
+        diags.append(diag("truncated", "the text ends inside a tag", "finish the last tag"))
+    agents: list[AgentSpec] = []
+    low_style = False
+    for i, block in enumerate(blocks):
+        agent, low = _agent(block, i, diags)
+        low_style = low_style or low
+        if agent is not None:
+            agents.append(agent)
+    flows = _edges(outside, diags)
+    if not agents and not flows and not answers and not blocks:
+        return None, diags
+    final: str | None = None
+    ids = {a.id for a in agents}
+    if answers:
+        answer = answers[-1].strip()
+        if answer not in ids:
+            final = answer
+    elif agents and low_style:
+        diags.append(
+            diag(
+                "answer_missing",
+                "the plan delegates to an agent but has no <answer>; its agent's output is the answer",
+                "end with <answer>AGENT_OUTPUT_ID</answer>",
+            )
+        )
+    return Plan(agents=tuple(agents), flows=tuple(flows), final_answer=final), diags

@@ -1,0 +1,432 @@
+"""Judge a plan under a degree of MAS: every problem at once; the only producer of ``ValidatedPlan``.
+
+Rules, in the order they are checked (codes in :data:`masorch.plan.diagnostics.CODES`):
+
+1. shape - ``empty_plan``, ``answer_with_agents``, ``empty_answer``, ``dom_direct_answer``;
+2. size - ``too_many_agents``, ``too_many_flows``, ``task_too_long``;
+3. DoM - LOW allows at most one agent and no flows (``dom_agents``, ``dom_flows``);
+4. agents - ``bad_id``, ``duplicate_id``, ``unknown_kind``, ``unknown_param``, ``missing_param``,
+   ``bad_param``;
+5. flows - ``dangling_flow``, ``self_loop``, ``duplicate_flow``;
+6. references - ``unknown_ref``, ``self_ref``, ``ref_without_flow``;
+7. graph - ``cycle`` (each cycle named), then ``multiple_sinks`` and ``unreachable``;
+8. tasks - ``empty_task`` (a warning; see docs/plan-language.md for when an empty task is fine).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+
+from masorch.plan.catalogue import Catalogue, ParamSpec
+from masorch.plan.diagnostics import Diagnostic, diag
+from masorch.plan.graph import ancestors, cycle_through, strongly_connected, topological_order
+from masorch.plan.model import AgentSpec, DoM, Plan, ValidatedPlan
+from masorch.plan.parse import DialectChoice, ParseResult, parse
+from masorch.plan.refs import ID_RE, find_refs
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Size limits and policy switches for validation; the defaults suit MAS-Orchestra-size plans."""
+
+    #: most agents in one plan
+    max_agents: int = 10
+    #: most characters in one agent's task
+    max_task_chars: int = 4000
+    #: most flows in one plan (a 10-agent DAG has at most 45 distinct edges)
+    max_flows: int = 64
+    #: whether a HIGH-DoM plan may answer directly instead of delegating
+    direct_answer_in_high: bool = False
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    """The verdict on a plan: its diagnostics and, when it is valid, the ``ValidatedPlan`` to run."""
+
+    plan: Plan
+    diagnostics: tuple[Diagnostic, ...]
+    validated: ValidatedPlan | None
+
+    @property
+    def valid(self) -> bool:
+        """True when no diagnostic is an error."""
+        return not any(d.is_error for d in self.diagnostics)
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Parse and validation in one: every diagnostic of both stages, and the plan to run if valid."""
+
+    parse: ParseResult
+    validation: ValidationResult | None
+    diagnostics: tuple[Diagnostic, ...] = field(default=())
+
+    @property
+    def valid(self) -> bool:
+        """True when a plan was read and neither stage found an error."""
+        return self.validation is not None and not any(d.is_error for d in self.diagnostics)
+
+    @property
+    def dialect(self) -> str | None:
+        """The dialect the text was read in (None when no dialect matched)."""
+        return self.parse.dialect
+
+    @property
+    def plan(self) -> Plan | None:
+        """The plan as read (possibly invalid), or None when none was found."""
+        return self.parse.plan
+
+    @property
+    def validated(self) -> ValidatedPlan | None:
+        """The plan ready to run, only when everything is valid."""
+        return self.validation.validated if self.valid and self.validation is not None else None
+
+
+def check(
+    text: str,
+    dom: DoM,
+    catalogue: Catalogue,
+    dialect: DialectChoice = "auto",
+    limits: Limits = Limits(),
+) -> CheckResult:
+    """Parse ``text`` and validate the plan it holds; all diagnostics of both stages together."""
+    parsed = parse(text, dialect)
+    if parsed.plan is None:
+        return CheckResult(parsed, None, parsed.diagnostics)
+    result = validate(parsed.plan, dom, catalogue, limits)
+    return CheckResult(parsed, result, parsed.diagnostics + result.diagnostics)
+
+
+def _close(word: str, options: list[str]) -> str:
+    match = difflib.get_close_matches(word, options, n=1)
+    return f"did you mean {match[0]!r}? " if match else ""
+
+
+def _shape(plan: Plan, dom: DoM, limits: Limits, out: list[Diagnostic]) -> bool:
+    """Rules on the plan as a whole; False when there is nothing more to check."""
+    if not plan.agents and plan.final_answer is None:
+        out.append(
+            diag(
+                "empty_plan",
+                "the plan has no agents and no final answer",
+                "create at least one agent, or give a final answer"
+                + (" (allowed at this DoM)" if dom is DoM.LOW else ""),
+            )
+        )
+        return False
+    if plan.final_answer is not None:
+        if plan.agents:
+            out.append(
+                diag(
+                    "answer_with_agents",
+                    "the plan both answers directly and creates agents; it is unclear which to use",
+                    "either delegate (remove the final answer) or answer directly (remove the agents)",
+                )
+            )
+        if not plan.final_answer.strip():
+            out.append(
+                diag("empty_answer", "the final answer is empty", "put the answer in the final answer")
+            )
+        if dom is DoM.HIGH and not plan.agents and not limits.direct_answer_in_high:
+            out.append(
+                diag(
+                    "dom_direct_answer",
+                    "at DoM high the plan must delegate to agents, not answer directly",
+                    "create agents and flows whose sink answers the question",
+                )
+            )
+    if len(plan.agents) > limits.max_agents:
+        out.append(
+            diag(
+                "too_many_agents",
+                f"the plan has {len(plan.agents)} agents; the limit is {limits.max_agents}",
+                "merge or drop agents",
+            )
+        )
+    if len(plan.flows) > limits.max_flows:
+        out.append(
+            diag(
+                "too_many_flows",
+                f"the plan has {len(plan.flows)} flows; the limit is {limits.max_flows}",
+                "drop redundant flows",
+            )
+        )
+    if dom is DoM.LOW:
+        if len(plan.agents) > 1:
+            out.append(
+                diag(
+                    "dom_agents",
+                    f"at DoM low a plan may create at most one agent, this one creates {len(plan.agents)}",
+                    "keep the one agent that answers the whole question, or answer directly",
+                )
+            )
+        if plan.flows:
+            out.append(
+                diag(
+                    "dom_flows",
+                    f"at DoM low a plan may have no flows, this one has {len(plan.flows)}",
+                    "remove the flows: the single agent's answer is the plan's answer",
+                )
+            )
+    return True
+
+
+def _agent(agent: AgentSpec, catalogue: Catalogue, limits: Limits, out: list[Diagnostic]) -> None:
+    where = f"agent:{agent.id}"
+    if not ID_RE.match(agent.id):
+        out.append(
+            diag(
+                "bad_id",
+                f"agent id {agent.id!r} is not a valid id",
+                "use a letter first, then letters, digits, _ or -, at most 64 characters (e.g. calc_1)",
+                where,
+            )
+        )
+    if len(agent.task) > limits.max_task_chars:
+        out.append(
+            diag(
+                "task_too_long",
+                f"the task has {len(agent.task)} characters; the limit is {limits.max_task_chars}",
+                "shorten the task; pass long material through ${ref} references instead",
+                where,
+            )
+        )
+    signature = catalogue.get(agent.kind)
+    if signature is None:
+        kinds = list(catalogue)
+        out.append(
+            diag(
+                "unknown_kind",
+                f"kind {agent.kind!r} is not a known sub-agent",
+                f"{_close(agent.kind, kinds)}use one of: {', '.join(kinds)}",
+                where,
+            )
+        )
+        return
+    names = [p.name for p in signature.params]
+    for name, value in agent.params.items():
+        spec = signature.param(name)
+        if spec is None:
+            takes = (
+                f"{agent.kind} takes: {', '.join(names)}" if names else f"{agent.kind} takes no parameters"
+            )
+            out.append(
+                diag(
+                    "unknown_param",
+                    f"{agent.kind} has no parameter {name!r}",
+                    f"{_close(name, names)}{takes}",
+                    where,
+                )
+            )
+            continue
+        problem = spec.problem(value)
+        if problem is not None:
+            out.append(diag("bad_param", problem, _param_hint(spec.name, spec), where))
+    for spec in signature.params:
+        if spec.required and spec.name not in agent.params:
+            out.append(
+                diag(
+                    "missing_param",
+                    f"{agent.kind} needs the parameter {spec.name!r}",
+                    _param_hint(spec.name, spec),
+                    where,
+                )
+            )
+
+
+def _param_hint(name: str, spec: ParamSpec) -> str:
+    parts = [f"{name} is {spec.type}"]
+    if spec.minimum is not None or spec.maximum is not None:
+        lo = "" if spec.minimum is None else f"{spec.minimum:g}"
+        hi = "" if spec.maximum is None else f"{spec.maximum:g}"
+        parts.append(f"in [{lo}, {hi}]")
+    if spec.choices:
+        parts.append(f"one of {', '.join(spec.choices)}")
+    if spec.min_items is not None:
+        parts.append(f"with at least {spec.min_items} items")
+    if spec.max_items is not None:
+        parts.append(f"with at most {spec.max_items} items")
+    if spec.default is not None:
+        parts.append(f"(default {spec.default!r})")
+    return " ".join(parts)
+
+
+def _flows(plan: Plan, ids: set[str], out: list[Diagnostic]) -> list[tuple[str, str]]:
+    """Flow rules; the distinct, well-formed edges that the graph rules then look at."""
+    edges: list[tuple[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+    for flow in plan.flows:
+        where = f"flow:{flow.src}->{flow.dst}"
+        missing = [end for end in (flow.src, flow.dst) if end not in ids]
+        for end in dict.fromkeys(missing):
+            out.append(
+                diag(
+                    "dangling_flow",
+                    f"the flow {flow.src} -> {flow.dst} names {end!r}, which is not an agent",
+                    f"{_close(end, sorted(ids))}create agent {end!r} or fix the flow's id",
+                    where,
+                )
+            )
+        if flow.src == flow.dst:
+            out.append(
+                diag(
+                    "self_loop",
+                    f"the flow {flow.src} -> {flow.dst} connects an agent to itself",
+                    "remove it; to refine an answer use a reflexion agent or a second agent",
+                    where,
+                )
+            )
+            continue
+        if missing:
+            continue
+        key = (flow.src, flow.dst)
+        if key in seen:
+            out.append(
+                diag(
+                    "duplicate_flow",
+                    f"the flow {flow.src} -> {flow.dst} is declared twice",
+                    "declare each flow once",
+                    where,
+                )
+            )
+            continue
+        seen.add(key)
+        edges.append(key)
+    return edges
+
+
+def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diagnostic]) -> None:
+    for agent in plan.agents:
+        where = f"agent:{agent.id}"
+        done: set[str] = set()
+        for ref in find_refs(agent.task):
+            if ref.target in done:
+                continue
+            done.add(ref.target)
+            token = "${" + ref.target + "}"
+            if ref.target == agent.id:
+                out.append(
+                    diag(
+                        "self_ref",
+                        f"{token} refers to the agent it appears in",
+                        "refer only to upstream agents",
+                        where,
+                    )
+                )
+            elif ref.target not in ids:
+                out.append(
+                    diag(
+                        "unknown_ref",
+                        f"{token} refers to {ref.target!r}, which is not an agent",
+                        f"{_close(ref.target, sorted(ids))}use the id of an upstream agent",
+                        where,
+                    )
+                )
+            elif (ref.target, agent.id) not in edges:
+                out.append(
+                    diag(
+                        "ref_without_flow",
+                        f"{token} is used but there is no flow {ref.target} -> {agent.id}",
+                        f"add the flow {ref.target} -> {agent.id}",
+                        where,
+                    )
+                )
+
+
+def _graph(order_ids: list[str], edges: list[tuple[str, str]], out: list[Diagnostic]) -> str | None:
+    """Cycle and sink rules; the single sink when there is one."""
+    components = strongly_connected(order_ids, edges)
+    if components:
+        children: dict[str, list[str]] = {}
+        for src, dst in edges:
+            children.setdefault(src, []).append(dst)
+        for component in components:
+            path = cycle_through(component[0], set(component), children)
+            out.append(
+                diag(
+                    "cycle",
+                    f"the flows form a cycle: {' -> '.join(path)}",
+                    "remove one flow of the cycle; a plan must be a DAG",
+                    "cycle:" + "->".join(path),
+                )
+            )
+        return None
+    has_out = {src for src, _ in edges}
+    sinks = [a for a in order_ids if a not in has_out]
+    if len(sinks) == 1:
+        return sinks[0]
+    if not sinks:
+        return None
+    reach = {s: ancestors(s, edges) for s in sinks}
+    main = max(reversed(sinks), key=lambda s: len(reach[s]))
+    out.append(
+        diag(
+            "multiple_sinks",
+            f"{len(sinks)} agents have no outgoing flow ({', '.join(sinks)}); a plan needs exactly one",
+            f"connect the others to the final agent (probably {main!r}) with flows",
+            "sinks:" + ",".join(sinks),
+        )
+    )
+    for agent_id in order_ids:
+        if agent_id != main and agent_id not in reach[main]:
+            out.append(
+                diag(
+                    "unreachable",
+                    f"the output of {agent_id!r} never reaches the final agent {main!r}",
+                    f"add a flow from {agent_id!r} towards {main!r}, or remove the agent",
+                    f"agent:{agent_id}",
+                )
+            )
+    return None
+
+
+def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits()) -> ValidationResult:
+    """Every problem of ``plan`` under ``dom`` at once; a ``ValidatedPlan`` when there is no error."""
+    out: list[Diagnostic] = []
+    if not _shape(plan, dom, limits, out):
+        return ValidationResult(plan, tuple(out), None)
+    order_ids: list[str] = []
+    for agent in plan.agents:
+        _agent(agent, catalogue, limits, out)
+        if agent.id in order_ids:
+            out.append(
+                diag(
+                    "duplicate_id",
+                    f"two agents have the id {agent.id!r}",
+                    "give every agent its own id",
+                    f"agent:{agent.id}",
+                )
+            )
+        else:
+            order_ids.append(agent.id)
+    ids = set(order_ids)
+    edges = _flows(plan, ids, out)
+    _refs(plan, ids, set(edges), out)
+    sink = _graph(order_ids, edges, out) if order_ids else None
+    parents: dict[str, list[str]] = {a: [] for a in order_ids}
+    for src, dst in edges:
+        parents[dst].append(src)
+    for agent in plan.agents:
+        if not agent.task and parents.get(agent.id):
+            out.append(
+                diag(
+                    "empty_task",
+                    f"{agent.id!r} has inputs ({', '.join(parents[agent.id])}) but no task; it will get "
+                    "the original question with its inputs as context",
+                    "say what to do with the inputs, using ${id} to place them",
+                    f"agent:{agent.id}",
+                )
+            )
+    if any(d.is_error for d in out):
+        return ValidationResult(plan, tuple(out), None)
+    order = topological_order(order_ids, edges)
+    assert order is not None  # no cycle was reported
+    validated = ValidatedPlan(
+        plan=plan,
+        dom=dom,
+        order=tuple(order),
+        parents={a: tuple(p) for a, p in parents.items()},
+        sink=sink if plan.final_answer is None else None,
+    )
+    return ValidationResult(plan, tuple(out), validated)

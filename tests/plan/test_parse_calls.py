@@ -1,0 +1,119 @@
+"""Dialect "calls": literal-only ast reading, tolerant of prose and fences."""
+
+from __future__ import annotations
+
+from masorch.plan import AgentSpec, Flow, Plan, parse
+
+
+def codes(result) -> list[str]:
+    return [d.code for d in result.diagnostics]
+
+
+def test_design_example_reads_as_plan():
+    text = (
+        'create_agent(id="facts", kind="search", task="Find the founding year of X.")\n'
+        'create_agent(id="calc", kind="sc", task="Using ${facts}, compute the age of X in 2024.", n=5)\n'
+        'create_flow("facts", "calc")\n'
+    )
+    result = parse(text, "calls")
+    assert result.dialect == "calls"
+    assert result.diagnostics == ()
+    assert result.plan == Plan(
+        agents=(
+            AgentSpec(id="facts", kind="search", task="Find the founding year of X."),
+            AgentSpec(
+                id="calc", kind="sc", task="Using ${facts}, compute the age of X in 2024.", params={"n": 5}
+            ),
+        ),
+        flows=(Flow(src="facts", dst="calc"),),
+    )
+
+
+def test_prose_and_fences_around_calls_are_tolerated():
+    text = """I think two agents are needed. I'll call create_agent for each one.
+
+```python
+# first the search
+create_agent(id="a", kind="search", task="look (up) \\"it\\"")  # trailing comment
+create_agent(
+    id="b",
+    kind="debate",
+    task='''Use ${a}.
+Then decide.''',
+    roles=("x", "y"),
+)
+create_flow(src="a", dst="b")
+```
+That is the plan."""
+    result = parse(text)
+    assert result.dialect == "calls"
+    assert result.diagnostics == ()
+    assert result.plan is not None
+    assert [a.id for a in result.plan.agents] == ["a", "b"]
+    assert result.plan.agents[0].task == 'look (up) "it"'
+    assert result.plan.agents[1].params == {"roles": ["x", "y"]}
+    assert result.plan.agents[1].task == "Use ${a}.\nThen decide."
+
+
+def test_positional_agent_arguments_and_numbers_as_answers():
+    result = parse('create_agent("a", "cot", "Solve it")\nfinal_answer(42)')
+    assert result.plan is not None
+    assert result.plan.agents == (AgentSpec(id="a", kind="cot", task="Solve it"),)
+    assert result.plan.final_answer == "42"
+
+
+def test_code_is_never_evaluated():
+    text = 'create_agent(id="a", kind="cot", task=open("/etc/passwd").read())\nfinal_answer(1 + 1)'
+    result = parse(text, "calls")
+    assert codes(result) == ["non_literal", "non_literal"]
+    assert result.plan is not None
+    assert result.plan.final_answer is None
+
+
+def test_truncated_call_is_a_diagnostic():
+    result = parse('create_agent(id="a", kind="cot", task="Solve the', "calls")
+    assert codes(result) == ["truncated"]
+    assert result.plan == Plan()
+
+
+def test_unreadable_call_on_its_own_line_is_an_error():
+    result = parse('create_agent(id="a" kind="cot")', "calls")
+    assert codes(result) == ["syntax"]
+
+
+def test_unreadable_call_in_prose_is_only_a_warning():
+    text = 'Then I use create_agent(...) for each step.\ncreate_agent(id="a", kind="cot", task="t")'
+    result = parse(text, "calls")
+    assert codes(result) == ["prose_call_ignored"]
+    assert result.plan is not None and [a.id for a in result.plan.agents] == ["a"]
+
+
+def test_argument_problems_are_reported():
+    text = (
+        'create_agent(kind="cot")\n'
+        'create_agent(id=3, kind="cot")\n'
+        'create_agent("a", "cot", "t", "extra")\n'
+        'create_agent(id="b", kind="cot", meta={"x": 1})\n'
+        'create_flow("a")\n'
+        'final_answer("x")\nfinal_answer("y")\n'
+        'create_agnet(id="c", kind="cot")\n'
+    )
+    result = parse(text, "calls")
+    assert codes(result) == [
+        "bad_argument",
+        "bad_argument",
+        "bad_argument",
+        "bad_argument",
+        "bad_argument",
+        "multiple_answers",
+        "unknown_call",
+    ]
+    assert result.plan is not None
+    assert result.plan.final_answer == "x"
+    assert result.plan.agents == (AgentSpec(id="b", kind="cot"),)
+
+
+def test_no_calls_means_no_plan():
+    result = parse("I would simply answer 4.", "calls")
+    assert result.plan is None
+    assert codes(result) == ["no_plan"]

@@ -1,0 +1,161 @@
+"""Validation: every rule, all problems at once, and the ValidatedPlan it produces."""
+
+from __future__ import annotations
+
+import pytest
+
+from masorch.plan import AgentSpec, DoM, Flow, Limits, Plan, check, validate
+
+
+def agent(agent_id: str, kind: str = "cot", task: str = "do it", **params) -> AgentSpec:
+    return AgentSpec(id=agent_id, kind=kind, task=task, params=params)
+
+
+def codes(result) -> list[str]:
+    return [d.code for d in result.diagnostics]
+
+
+def test_valid_dag_gets_order_parents_and_sink(catalogue):
+    plan = Plan(
+        agents=(
+            agent("final", task="merge ${left} and ${right}"),
+            agent("left", "search"),
+            agent("right", "sc", n=3),
+            agent("root"),
+        ),
+        flows=(
+            Flow(src="root", dst="left"),
+            Flow(src="root", dst="right"),
+            Flow(src="left", dst="final"),
+            Flow(src="right", dst="final"),
+        ),
+    )
+    result = validate(plan, DoM.HIGH, catalogue)
+    assert result.valid and result.diagnostics == ()
+    v = result.validated
+    assert v is not None
+    assert v.order == ("root", "left", "right", "final")
+    assert v.parents == {"final": ("left", "right"), "left": ("root",), "right": ("root",), "root": ()}
+    assert v.sink == "final"
+    assert v.plan.agents[2].params == {"n": 3}  # params kept as written; defaults are the executor's job
+
+
+def test_direct_answer_is_valid_at_low_and_not_at_high(catalogue):
+    plan = Plan(final_answer="1073")
+    low = validate(plan, DoM.LOW, catalogue)
+    assert low.valid and low.validated is not None and low.validated.sink is None
+    assert low.validated.order == ()
+    assert codes(validate(plan, DoM.HIGH, catalogue)) == ["dom_direct_answer"]
+    assert validate(plan, DoM.HIGH, catalogue, Limits(direct_answer_in_high=True)).valid
+
+
+def test_low_dom_allows_one_agent_and_no_flows(catalogue):
+    one = Plan(agents=(agent("a", task=""),))
+    assert validate(one, DoM.LOW, catalogue).valid
+    two = Plan(agents=(agent("a"), agent("b", task="${a}")), flows=(Flow(src="a", dst="b"),))
+    assert codes(validate(two, DoM.LOW, catalogue)) == ["dom_agents", "dom_flows"]
+    assert validate(two, DoM.HIGH, catalogue).valid
+
+
+@pytest.mark.parametrize(
+    ("plan", "expected"),
+    [
+        (Plan(), ["empty_plan"]),
+        (Plan(agents=(agent("a"),), final_answer="4"), ["answer_with_agents"]),
+        (Plan(final_answer=""), ["empty_answer", "dom_direct_answer"]),
+        (Plan(agents=(agent("1a"),)), ["bad_id"]),
+        (Plan(agents=(agent("a"), agent("a"))), ["duplicate_id"]),
+        (Plan(agents=(agent("a", "cott"),)), ["unknown_kind"]),
+        (Plan(agents=(agent("a", "sc", samples=3),)), ["unknown_param"]),
+        (Plan(agents=(agent("a", "sc", n=0),)), ["bad_param"]),
+        (Plan(agents=(agent("a", "debate", roles=["one"]),)), ["bad_param"]),
+        (Plan(agents=(agent("a"),), flows=(Flow(src="a", dst="zz"),)), ["dangling_flow"]),
+        (Plan(agents=(agent("a"),), flows=(Flow(src="a", dst="a"),)), ["self_loop"]),
+        (
+            Plan(agents=(agent("a"), agent("b")), flows=(Flow(src="a", dst="b"), Flow(src="a", dst="b"))),
+            ["duplicate_flow"],
+        ),
+        (Plan(agents=(agent("a", task="use ${zz}"),)), ["unknown_ref"]),
+        (Plan(agents=(agent("a", task="use ${a}"),)), ["self_ref"]),
+        (
+            Plan(agents=(agent("a"), agent("b", task="use ${a}")), flows=(Flow(src="b", dst="a"),)),
+            ["ref_without_flow"],
+        ),
+        (
+            Plan(agents=(agent("a"), agent("b", task="")), flows=(Flow(src="a", dst="b"),)),
+            ["empty_task"],
+        ),
+    ],
+)
+def test_each_rule(catalogue, plan, expected):
+    assert codes(validate(plan, DoM.HIGH, catalogue)) == expected
+
+
+def test_cycle_is_named(catalogue):
+    plan = Plan(
+        agents=(agent("a"), agent("b"), agent("c"), agent("d")),
+        flows=(
+            Flow(src="a", dst="b"),
+            Flow(src="b", dst="c"),
+            Flow(src="c", dst="a"),
+            Flow(src="c", dst="d"),
+        ),
+    )
+    result = validate(plan, DoM.HIGH, catalogue)
+    assert codes(result) == ["cycle"]
+    assert "a -> b -> c -> a" in result.diagnostics[0].message
+    assert result.diagnostics[0].where == "cycle:a->b->c->a"
+
+
+def test_several_sinks_and_unreachable_nodes(catalogue):
+    plan = Plan(
+        agents=(agent("a"), agent("b"), agent("c"), agent("lonely")),
+        flows=(Flow(src="a", dst="b"), Flow(src="b", dst="c")),
+    )
+    result = validate(plan, DoM.HIGH, catalogue)
+    assert codes(result) == ["multiple_sinks", "unreachable"]
+    assert result.diagnostics[1].where == "agent:lonely"
+    assert "'c'" in result.diagnostics[0].hint
+
+
+def test_limits(catalogue):
+    many = Plan(
+        agents=tuple(agent(f"a{i}") for i in range(3)),
+        flows=(Flow(src="a0", dst="a2"), Flow(src="a1", dst="a2")),
+    )
+    assert codes(validate(many, DoM.HIGH, catalogue, Limits(max_agents=2))) == ["too_many_agents"]
+    assert codes(validate(many, DoM.HIGH, catalogue, Limits(max_flows=1))) == ["too_many_flows"]
+    long_task = Plan(agents=(agent("a", task="x" * 50),))
+    assert codes(validate(long_task, DoM.HIGH, catalogue, Limits(max_task_chars=49))) == ["task_too_long"]
+
+
+def test_all_problems_at_once(catalogue):
+    plan = Plan(
+        agents=(agent("a", "cotx"), agent("b", "sc", n=99, task="${nope}"), agent("b")),
+        flows=(Flow(src="a", dst="ghost"),),
+    )
+    result = validate(plan, DoM.LOW, catalogue)
+    assert codes(result) == [
+        "dom_agents",
+        "dom_flows",
+        "unknown_kind",
+        "bad_param",
+        "duplicate_id",
+        "dangling_flow",
+        "unknown_ref",
+        "multiple_sinks",
+        "unreachable",
+    ]
+    assert not result.valid and result.validated is None
+    assert all(d.hint for d in result.diagnostics)
+
+
+def test_check_combines_parse_and_validation(catalogue):
+    result = check('create_agent(id="a", kind="nope", task=x)', DoM.HIGH, catalogue)
+    assert [d.code for d in result.diagnostics] == ["non_literal", "unknown_kind"]
+    assert not result.valid and result.validated is None
+    assert result.dialect == "calls"
+    ok = check('final_answer("4")', DoM.LOW, catalogue)
+    assert ok.valid and ok.validated is not None and ok.plan == Plan(final_answer="4")
+    nothing = check("no plan here", DoM.LOW, catalogue)
+    assert not nothing.valid and nothing.validation is None and nothing.dialect is None
