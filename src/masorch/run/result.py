@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from masorch.agents.base import NodeOutput
 from masorch.backends.base import Usage
+from masorch.plan.model import Plan
 from masorch.run.budget import Ledger
 
 RunStatus = Literal["ok", "error", "timeout", "budget", "invalid_plan"]
@@ -21,6 +22,7 @@ class RunResult:
     node that failed, the budget or deadline that stopped the run). ``diagnostics`` are the plan
     diagnostics (``Diagnostic`` objects of :mod:`masorch.plan`): the rejection reasons when the
     status is ``invalid_plan``, else any warnings. ``usage`` includes the orchestrator's calls.
+    ``plan_text`` is the orchestrator's last plan text and ``plan`` what was read from it.
     """
 
     status: RunStatus
@@ -32,6 +34,7 @@ class RunResult:
     diagnostics: Sequence[Any] = ()
     error: str = ""
     plan_text: str = ""
+    plan: Plan | None = None
     run_id: str = ""
 
     @property
