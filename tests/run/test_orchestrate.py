@@ -86,7 +86,7 @@ async def test_each_dialect_plans_and_runs(dialect, text):
     assert len(result.plan.agents) == 2
     assert result.usage.calls == 1 + 1 + 3  # orchestrator, cot, sc with n=3
     assert result.ledger.for_role("orchestrator").calls == 1
-    count_prompt = [m for m, _ in sub.calls if "Add up the days" in m[-1].content][0][-1].content
+    count_prompt = next(m for m, _ in sub.calls if "Add up the days" in m[-1].content)[-1].content
     assert "Leap years: none." in count_prompt  # the upstream answer, substituted
     types = [e.type for e in trace.events]
     assert types[:3] == ["run_started", "llm_call", "plan_parsed"] and types[-1] == "run_finished"
@@ -96,7 +96,7 @@ async def test_each_dialect_plans_and_runs(dialect, text):
 
 async def test_rejected_plan_ends_with_invalid_plan_and_its_diagnostics():
     bad = 'create_agent(id="a", kind="nosuch", task="x")'
-    result, trace, orch, sub = await go([bad])
+    result, trace, _orch, sub = await go([bad])
     assert result.status == "invalid_plan"
     assert result.answer == "" and sub.calls == []
     assert any(d.code == "unknown_kind" for d in result.diagnostics), [d.code for d in result.diagnostics]
@@ -107,7 +107,7 @@ async def test_rejected_plan_ends_with_invalid_plan_and_its_diagnostics():
 
 async def test_repair_sends_the_diagnostics_back_and_runs_the_fixed_plan():
     bad = 'create_agent(id="a", kind="nosuch", task="x")'
-    result, trace, orch, sub = await go([bad, CALLS_PLAN], repair=1)
+    result, trace, orch, _sub = await go([bad, CALLS_PLAN], repair=1)
     assert result.status == "ok" and result.answer == "1460"
     second = orch.calls[1][0]
     assert second[-2].role == "assistant" and second[-2].content == bad
