@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from masorch.agents.base import UpstreamResult
+from masorch.agents.debate import Argument
 from masorch.prompts import render
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -25,6 +26,44 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
     "cot": ("agents/cot.j2", BASE),
     "cot_question_only": ("agents/cot.j2", {"question": QUESTION, "task": QUESTION, "context": ()}),
     "cot_task_alone": ("agents/cot.j2", {"question": "", "task": "Add 17 and 25.", "context": ()}),
+    "debate_speaker_round1": (
+        "agents/debate_speaker.j2",
+        {
+            **BASE,
+            "role": "Skeptic",
+            "roles": ["Mathematician", "Skeptic"],
+            "round": 1,
+            "rounds": 2,
+            "previous": [],
+        },
+    ),
+    "debate_speaker_round2": (
+        "agents/debate_speaker.j2",
+        {
+            **BASE,
+            "role": "Skeptic",
+            "roles": ["Mathematician", "Skeptic"],
+            "round": 2,
+            "rounds": 2,
+            "previous": [
+                Argument("Mathematician", r"17 + 25 = 42. \boxed{42}"),
+                Argument("Skeptic", r"It is 43. \boxed{43}"),
+            ],
+        },
+    ),
+    "debate_judge": (
+        "agents/debate_judge.j2",
+        {
+            **BASE,
+            "roles": ["Mathematician", "Skeptic"],
+            "arguments": [Argument("Mathematician", r"\boxed{42}"), Argument("Skeptic", r"\boxed{42}")],
+        },
+    ),
+    "reflexion_critic": ("agents/reflexion_critic.j2", {**BASE, "solution": r"17 + 25 = 43. \boxed{43}"}),
+    "reflexion_refine": (
+        "agents/reflexion_refine.j2",
+        {**BASE, "solution": r"17 + 25 = 43. \boxed{43}", "feedback": "17 + 25 is 42."},
+    ),
 }
 
 

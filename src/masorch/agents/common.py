@@ -36,9 +36,9 @@ def system_message(role: str = DEFAULT_ROLE) -> Message:
     return Message("system", render("agents/system.j2", role=role))
 
 
-def prompt_messages(template: str, *, role: str = DEFAULT_ROLE, **variables: Any) -> list[Message]:
-    """A system message plus one user message rendered from ``prompts/<template>``."""
-    return [system_message(role), Message("user", render(template, **variables))]
+def prompt_messages(template: str, *, system_role: str = DEFAULT_ROLE, **variables: Any) -> list[Message]:
+    """A system message naming ``system_role`` plus one user message rendered from ``prompts/<template>``."""
+    return [system_message(system_role), Message("user", render(template, **variables))]
 
 
 @dataclass

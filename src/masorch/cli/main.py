@@ -55,7 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     app = build_app()
     err = Console(stderr=True)
     try:
-        app(args=argv, prog_name="masorch", standalone_mode=False)
+        # In non-standalone mode click returns a command's typer.Exit code instead of raising it.
+        code = app(args=argv, prog_name="masorch", standalone_mode=False)
+        if isinstance(code, int) and code:
+            return code
     except MasorchError as exc:
         err.print(f"[bold red]error[/]: {exc.message}", highlight=False)
         if exc.hint:

@@ -213,7 +213,7 @@ def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     if re.search(r"<answer>", body, re.I):
         diags.append(diag("truncated", "the text ends inside <answer>", "close it with </answer>"))
     blocks, outside = _blocks(body, diags)
-    if _PARTIAL_TAG.search(body.rstrip()):
+    if _PARTIAL_TAG.search(body.rstrip()) and not any(d.code == "truncated" for d in diags):
         diags.append(diag("truncated", "the text ends inside a tag", "finish the last tag"))
     agents: list[AgentSpec] = []
     low_style = False

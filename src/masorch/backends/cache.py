@@ -1,0 +1,221 @@
+"""A content-addressed record/replay cache of completions (SQLite), and a Backend wrapper that uses it.
+
+The key is the sha256 of the model id, the messages and :meth:`GenerateConfig.cache_key_fields`
+(which include ``sample_index``, so the n samples of one prompt stay distinct). Replay mode answers
+only from the cache, which makes runs and rewards reproducible and lets tests run without a model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from masorch.backends.base import Backend, Completion, GenerateConfig, Message, ToolCall, Usage
+from masorch.errors import BackendError, UsageError
+
+log = logging.getLogger(__name__)
+
+CacheMode = Literal["read_write", "replay", "record", "off"]
+CACHE_MODES: tuple[str, ...] = get_args(CacheMode)
+_SCHEMA_VERSION = 1
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def request_json(model_id: str, messages: Sequence[Message], config: GenerateConfig) -> str:
+    """The canonical JSON text of a request: what the cache key hashes."""
+    payload = {
+        "model": model_id,
+        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "config": _plain(config.cache_key_fields()),
+    }
+    return json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def cache_key(model_id: str, messages: Sequence[Message], config: GenerateConfig) -> str:
+    """The sha256 hex digest that identifies a request.
+
+    >>> a = cache_key("m", [Message("user", "hi")], GenerateConfig())
+    >>> a == cache_key("m", [Message("user", "hi")], GenerateConfig(sample_index=1))
+    False
+    """
+    return hashlib.sha256(request_json(model_id, messages, config).encode()).hexdigest()
+
+
+def _dump(completion: Completion) -> str:
+    data = dataclasses.asdict(completion)
+    data.pop("cached")
+    return json.dumps(data, sort_keys=True, ensure_ascii=False)
+
+
+def _load(text: str) -> Completion:
+    data = json.loads(text)
+    return Completion(
+        text=data["text"],
+        usage=Usage(**data["usage"]),
+        finish=data["finish"],
+        tool_calls=tuple(ToolCall(**t) for t in data["tool_calls"]),
+        model=data["model"],
+        latency_s=data["latency_s"],
+        attempts=data.get("attempts", 1),
+    )
+
+
+class ResponseCache:
+    """Completions stored in one SQLite file (WAL mode), safe to share between tasks and threads.
+
+    ``path`` may be ``":memory:"`` for a throwaway cache.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30.0)
+            with self._lock, self._conn:
+                if self.path != ":memory:":
+                    self._conn.execute("PRAGMA journal_mode=WAL")
+                version = self._conn.execute("PRAGMA user_version").fetchone()[0]
+                if version not in (0, _SCHEMA_VERSION):
+                    raise UsageError(
+                        f"the cache {self.path} has schema version {version}, this masorch reads "
+                        f"{_SCHEMA_VERSION}",
+                        hint="use another cache file or delete this one",
+                    )
+                self._conn.execute(
+                    "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model_id TEXT NOT NULL, "
+                    "request TEXT NOT NULL, completion TEXT NOT NULL, created_at REAL NOT NULL)"
+                )
+                self._conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(
+                f"cannot open the response cache {self.path}: {exc}",
+                hint="give a writable path; delete the file if it is not a masorch cache",
+            ) from None
+
+    def get(self, key: str) -> Completion | None:
+        """The stored completion for ``key``, or None."""
+        with self._lock:
+            row = self._conn.execute("SELECT completion FROM completions WHERE key = ?", (key,)).fetchone()
+        return _load(row[0]) if row else None
+
+    def put(self, key: str, model_id: str, request: str, completion: Completion) -> None:
+        """Store (or replace) the completion for ``key``."""
+        with self._lock, self._conn:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?)",
+                (key, model_id, request, _dump(completion), time.time()),
+            )
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM completions").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the database connection."""
+        with self._lock:
+            self._conn.close()
+
+
+class CachedBackend:
+    """A Backend that answers from a :class:`ResponseCache` where it can.
+
+    Modes: ``read_write`` (hits from the cache, misses go to ``inner`` and are stored), ``replay``
+    (hits only; a miss is a non-retryable :class:`BackendError` coded ``cache_miss``), ``record``
+    (always ask ``inner``, store the answer), ``off`` (pass through). A hit is the recorded completion
+    with ``cached=True`` and ``attempts=0`` (no request was sent) and the lookup time as latency; its
+    usage is the recorded one, so ledgers should count a cached call as free. Identical requests in
+    flight at once share one call to ``inner``.
+    """
+
+    def __init__(self, inner: Backend, cache: ResponseCache, mode: CacheMode = "read_write") -> None:
+        if mode not in CACHE_MODES:
+            raise UsageError(f"unknown cache mode {mode!r}", hint=f"use one of {list(CACHE_MODES)}")
+        self.inner = inner
+        self.cache = cache
+        self.mode = mode
+        self._inflight: dict[str, asyncio.Future[Completion]] = {}
+
+    @property
+    def model_id(self) -> str:
+        """The wrapped backend's model id."""
+        return self.inner.model_id
+
+    def __repr__(self) -> str:
+        return f"CachedBackend({self.inner!r}, mode={self.mode!r})"
+
+    async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
+        """Answer from the cache or from the wrapped backend, as the mode says."""
+        if self.mode == "off":
+            return await self.inner.complete(messages, config)
+        start = time.perf_counter()
+        request = request_json(self.model_id, messages, config)
+        key = hashlib.sha256(request.encode()).hexdigest()
+        if self.mode != "record":
+            hit = self.cache.get(key)
+            if hit is not None:
+                return dataclasses.replace(
+                    hit, cached=True, attempts=0, latency_s=time.perf_counter() - start
+                )
+            if self.mode == "replay":
+                raise BackendError(
+                    f"replay cache has no completion for {self.model_id} (request {key[:12]})",
+                    hint="record the run first (cache mode read_write or record); model, messages and "
+                    "sampling settings must match the recording exactly",
+                    code="cache_miss",
+                    retryable=False,
+                )
+        pending = self._inflight.get(key)
+        if pending is not None:
+            try:
+                shared = await asyncio.shield(pending)
+            except asyncio.CancelledError:
+                if not pending.cancelled():
+                    raise  # this task was cancelled, not the shared call
+            else:
+                return dataclasses.replace(
+                    shared, cached=True, attempts=0, latency_s=time.perf_counter() - start
+                )
+        return await self._call(key, request, messages, config)
+
+    async def _call(
+        self, key: str, request: str, messages: Sequence[Message], config: GenerateConfig
+    ) -> Completion:
+        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            completion = await self.inner.complete(messages, config)
+        except Exception as exc:
+            future.set_exception(exc)
+            future.exception()  # mark it retrieved: waiters, if any, re-raise it themselves
+            raise
+        except BaseException:  # cancelled or interrupted: waiters make their own call
+            future.cancel()
+            raise
+        finally:
+            if self._inflight.get(key) is future:
+                del self._inflight[key]
+        self.cache.put(key, self.model_id, request, completion)
+        future.set_result(completion)
+        return completion
+
+    async def aclose(self) -> None:
+        """Close the wrapped backend (the cache stays open: it may be shared)."""
+        await self.inner.aclose()

@@ -1,0 +1,153 @@
+"""The record/replay cache: hits, misses, replay, sample distinctness, persistence, concurrency."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from masorch.backends.base import Backend, GenerateConfig, Message, ToolSpec
+from masorch.backends.cache import CachedBackend, ResponseCache, cache_key
+from masorch.backends.scripted import ScriptedBackend
+from masorch.errors import BackendError, UsageError
+
+pytestmark = pytest.mark.timeout(30)
+ASK = [Message("user", "what is 2+2")]
+
+
+def counter_backend(delay_s: float = 0.0) -> ScriptedBackend:
+    def reply(messages, config):  # type: ignore[no-untyped-def]
+        return f"answer {len(backend.calls)} t={config.temperature} s={config.sample_index}"
+
+    backend = ScriptedBackend(reply, name="counter", delay_s=delay_s)
+    return backend
+
+
+async def test_read_write_miss_then_hit(tmp_path: Path) -> None:
+    inner = counter_backend()
+    cached = CachedBackend(inner, ResponseCache(tmp_path / "c.sqlite"))
+    assert isinstance(cached, Backend) and cached.model_id == "scripted:counter"
+    first = await cached.complete(ASK, GenerateConfig())
+    second = await cached.complete(ASK, GenerateConfig())
+    assert not first.cached and first.attempts == 1
+    assert second.cached and second.attempts == 0
+    assert (second.text, second.usage, second.finish) == (first.text, first.usage, first.finish)
+    assert len(inner.calls) == 1
+
+
+async def test_samples_and_settings_stay_distinct(tmp_path: Path) -> None:
+    inner = counter_backend()
+    cached = CachedBackend(inner, ResponseCache(tmp_path / "c.sqlite"))
+    configs = [GenerateConfig(temperature=0.7, sample_index=i) for i in range(3)]
+    configs += [GenerateConfig(temperature=0.2), GenerateConfig(json_schema={"type": "object"})]
+    configs += [GenerateConfig(tools=(ToolSpec("f", "d", {"type": "object"}),))]
+    texts = [(await cached.complete(ASK, c)).text for c in configs]
+    assert len(set(texts)) == len(configs) == len(inner.calls)
+    again = [(await cached.complete(ASK, c)).text for c in configs]
+    assert again == texts and len(inner.calls) == len(configs)
+    assert cache_key("a", ASK, GenerateConfig()) != cache_key("b", ASK, GenerateConfig())
+    assert cache_key("a", ASK, GenerateConfig()) != cache_key(
+        "a", [Message("system", "what is 2+2")], GenerateConfig()
+    )
+
+
+async def test_replay_answers_from_a_recording_and_refuses_misses(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    recorder = CachedBackend(counter_backend(), ResponseCache(path), mode="record")
+    recorded = await recorder.complete(ASK, GenerateConfig(sample_index=1))
+    recorder.cache.close()
+
+    replay_inner = counter_backend()
+    replay = CachedBackend(replay_inner, ResponseCache(path), mode="replay")
+    hit = await replay.complete(ASK, GenerateConfig(sample_index=1))
+    assert hit.cached and hit.text == recorded.text
+    with pytest.raises(BackendError) as info:
+        await replay.complete(ASK, GenerateConfig(sample_index=2))
+    assert info.value.code == "cache_miss" and not info.value.retryable and info.value.hint
+    assert replay_inner.calls == []
+
+
+async def test_record_mode_always_calls_and_overwrites(tmp_path: Path) -> None:
+    inner = counter_backend()
+    cached = CachedBackend(inner, ResponseCache(tmp_path / "c.sqlite"), mode="record")
+    a = await cached.complete(ASK, GenerateConfig())
+    b = await cached.complete(ASK, GenerateConfig())
+    assert a.text != b.text and len(inner.calls) == 2 and len(cached.cache) == 1
+    reader = CachedBackend(inner, cached.cache, mode="replay")
+    assert (await reader.complete(ASK, GenerateConfig())).text == b.text
+
+
+async def test_off_mode_passes_through() -> None:
+    inner = counter_backend()
+    cached = CachedBackend(inner, ResponseCache(":memory:"), mode="off")
+    await cached.complete(ASK, GenerateConfig())
+    await cached.complete(ASK, GenerateConfig())
+    assert len(inner.calls) == 2 and len(cached.cache) == 0
+    with pytest.raises(UsageError):
+        CachedBackend(inner, cached.cache, mode="sometimes")  # type: ignore[arg-type]
+
+
+async def test_errors_are_not_cached() -> None:
+    inner = ScriptedBackend([BackendError("boom", retryable=True), "fine"])
+    cached = CachedBackend(inner, ResponseCache(":memory:"))
+    with pytest.raises(BackendError):
+        await cached.complete(ASK, GenerateConfig())
+    assert (await cached.complete(ASK, GenerateConfig())).text == "fine"
+    assert len(cached.cache) == 1
+
+
+async def test_concurrent_identical_requests_share_one_call(tmp_path: Path) -> None:
+    inner = counter_backend(delay_s=0.05)
+    cached = CachedBackend(inner, ResponseCache(tmp_path / "c.sqlite"))
+    same = await asyncio.gather(*[cached.complete(ASK, GenerateConfig()) for _ in range(10)])
+    different = await asyncio.gather(
+        *[cached.complete(ASK, GenerateConfig(temperature=1.0, sample_index=i)) for i in range(10)]
+    )
+    assert len({c.text for c in same}) == 1 and sum(not c.cached for c in same) == 1
+    assert len({c.text for c in different}) == 10
+    assert len(inner.calls) == 11 and len(cached.cache) == 11
+
+
+async def test_shared_failure_reaches_every_waiter() -> None:
+    inner = ScriptedBackend([BackendError("down", retryable=True)], delay_s=0.05)
+    cached = CachedBackend(inner, ResponseCache(":memory:"))
+    results = await asyncio.gather(
+        *[cached.complete(ASK, GenerateConfig()) for _ in range(3)], return_exceptions=True
+    )
+    assert all(isinstance(r, BackendError) for r in results) and len(inner.calls) == 1
+
+
+def test_threads_share_one_cache(tmp_path: Path) -> None:
+    cache = ResponseCache(tmp_path / "c.sqlite")
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            backend = CachedBackend(counter_backend(), cache)
+            for i in range(20):
+                asyncio.run(backend.complete([Message("user", f"{t}-{i % 5}")], GenerateConfig()))
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(cache) == 20
+
+
+def test_a_file_that_is_not_a_cache_is_a_usage_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(UsageError, match="cannot open the response cache"):
+        ResponseCache(bad)
+    newer = tmp_path / "newer.sqlite"
+    conn = sqlite3.connect(newer)
+    conn.execute("PRAGMA user_version=99")
+    conn.close()
+    with pytest.raises(UsageError, match="schema version 99"):
+        ResponseCache(newer)
