@@ -1,0 +1,356 @@
+"""``masorch run "QUESTION"``: plan with an orchestrator, run the plan, show the answer and usage.
+
+Backends and agents come from factories given to :func:`register`, so tests (and embedders) can
+inject scripted backends without touching any global: ``register(app, backend_factory=...)``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.table import Table
+from rich.tree import Tree
+
+from masorch.agents.base import AgentRegistry, Retriever
+from masorch.backends.base import Backend
+from masorch.errors import UsageError
+from masorch.plan import DoM, Plan
+from masorch.run.budget import Budget
+from masorch.run.executor import RoleBackends
+from masorch.run.orchestrate import OrchestrateOptions, orchestrate
+from masorch.run.result import RunResult
+from masorch.trace.events import Event
+from masorch.trace.writer import CallbackSink, FanOut, TraceSink, TraceWriter
+
+#: The embedded model used when no model flag is given (runs offline once pulled).
+DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
+
+BackendFactory = Callable[[str], Backend]
+AgentsFactory = Callable[[], AgentRegistry]
+RetrieverFactory = Callable[[Path], Retriever]
+
+
+def default_backend_factory(spec: str) -> Backend:
+    """A backend from a ``provider:model`` string through :mod:`masorch.backends.registry`."""
+    from masorch.backends.registry import make_backend
+
+    return make_backend(spec)
+
+
+def default_agents_factory() -> AgentRegistry:
+    """The built-in sub-agents (:func:`masorch.agents.default_registry`)."""
+    import masorch.agents
+
+    # Looked up at call time: the registry function lives in the agents package's public API.
+    make = getattr(masorch.agents, "default_registry", None)
+    if make is None:
+        raise UsageError("this masorch has no default sub-agent registry", hint="install a complete masorch")
+    registry: AgentRegistry = make()
+    return registry
+
+
+def default_retriever_factory(path: Path) -> Retriever:
+    """A BM25 retriever over a JSONL corpus or a saved index directory."""
+    from masorch.agents.search import load_retriever
+
+    return load_retriever(path)
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    """The parsed flags of one ``masorch run``."""
+
+    question: str
+    dom: DoM
+    orchestrator: str
+    subagent: str
+    judge: str | None
+    agent_models: tuple[str, ...]
+    dialect: str
+    repair: int
+    trace: Path | None
+    as_json: bool
+    budget: Budget
+    timeout_s: float | None
+    node_timeout_s: float | None
+    corpus: Path | None
+
+
+def register(
+    app: typer.Typer,
+    *,
+    backend_factory: BackendFactory | None = None,
+    agents_factory: AgentsFactory | None = None,
+    retriever_factory: RetrieverFactory | None = None,
+) -> None:
+    """Add the ``run`` command to ``app``; the factories default to the real registries."""
+
+    @app.command("run")
+    def run_cmd(
+        question: str = typer.Argument(..., help="The question to answer."),
+        dom: str = typer.Option("high", "--dom", help="Degree of multi-agent structure: low or high."),
+        orchestrator: str | None = typer.Option(None, "--orchestrator", help="Orchestrator model."),
+        subagent: str | None = typer.Option(None, "--subagent", help="Default sub-agent model."),
+        judge: str | None = typer.Option(None, "--judge", help="Judge model (default: the sub-agent's)."),
+        agent_model: list[str] = typer.Option(  # noqa: B008
+            [], "--agent-model", help="Model of one agent kind, as KIND=MODEL (repeatable)."
+        ),
+        dialect: str = typer.Option("calls", "--dialect", help="Plan dialect: calls, json or xml."),
+        repair: int = typer.Option(0, "--repair", min=0, help="Times a rejected plan is sent back."),
+        trace: Path | None = typer.Option(None, "--trace", help="Append the run's events to this JSONL."),  # noqa: B008
+        as_json: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else."),
+        budget_tokens: int | None = typer.Option(None, "--budget-tokens", min=0, help="Token budget."),
+        budget_calls: int | None = typer.Option(None, "--budget-calls", min=0, help="LLM call budget."),
+        budget_cost: float | None = typer.Option(None, "--budget-cost", min=0, help="Cost budget ($)."),
+        timeout: float | None = typer.Option(None, "--timeout", min=0, help="Run deadline (seconds)."),
+        node_timeout: float | None = typer.Option(
+            None, "--node-timeout", min=0, help="Per-node timeout (s)."
+        ),
+        corpus: Path | None = typer.Option(None, "--corpus", help="JSONL corpus or index dir for search."),  # noqa: B008
+    ) -> None:
+        """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
+        if dom not in ("low", "high"):
+            raise UsageError(f"--dom must be low or high, got {dom!r}", hint="use --dom low or --dom high")
+        if dialect not in ("calls", "json", "xml"):
+            raise UsageError(f"unknown dialect {dialect!r}", hint="use --dialect calls, json or xml")
+        sub = subagent or orchestrator or DEFAULT_MODEL
+        args = RunArgs(
+            question=question,
+            dom=DoM(dom),
+            orchestrator=orchestrator or subagent or DEFAULT_MODEL,
+            subagent=sub,
+            judge=judge,
+            agent_models=tuple(agent_model),
+            dialect=dialect,
+            repair=repair,
+            trace=trace,
+            as_json=as_json,
+            budget=Budget(max_calls=budget_calls, max_tokens=budget_tokens, max_cost=budget_cost),
+            timeout_s=timeout,
+            node_timeout_s=node_timeout,
+            corpus=corpus,
+        )
+        result = asyncio.run(
+            _run(
+                args,
+                backend_factory or default_backend_factory,
+                agents_factory or default_agents_factory,
+                retriever_factory or default_retriever_factory,
+            )
+        )
+        if not result.ok:
+            raise typer.Exit(1)
+
+
+async def _run(
+    args: RunArgs,
+    make_backend: BackendFactory,
+    make_agents: AgentsFactory,
+    make_retriever: RetrieverFactory,
+) -> RunResult:
+    per_kind_specs = dict(_kind_model(s) for s in args.agent_models)
+    retriever = make_retriever(args.corpus) if args.corpus is not None else None
+    agents = make_agents()
+    unknown = sorted(k for k in per_kind_specs if k not in agents)
+    if unknown:
+        raise UsageError(
+            f"--agent-model names unknown kinds: {', '.join(unknown)}",
+            hint=f"kinds: {list(agents.catalogue())}",
+        )
+    # One backend per distinct model string, so a local model is loaded once for every role.
+    cache: dict[str, Backend] = {}
+
+    def backend(spec: str) -> Backend:
+        if spec not in cache:
+            cache[spec] = make_backend(spec)
+        return cache[spec]
+
+    try:
+        roles = RoleBackends(
+            subagent=backend(args.subagent),
+            per_kind={k: backend(v) for k, v in per_kind_specs.items()},
+            judge=backend(args.judge) if args.judge else None,
+        )
+        options = OrchestrateOptions(
+            dom=args.dom,
+            dialect=args.dialect,  # type: ignore[arg-type]  # checked in run_cmd
+            repair=args.repair,
+            budget=args.budget,
+            deadline_s=args.timeout_s,
+            node_timeout_s=args.node_timeout_s,
+        )
+        console = Console(emoji=False)
+        writer = TraceWriter(args.trace) if args.trace is not None else None
+        try:
+            if args.as_json:
+                sinks: list[TraceSink] = [writer] if writer else []
+                result = await orchestrate(
+                    args.question,
+                    orchestrator=backend(args.orchestrator),
+                    backends=roles,
+                    agents=agents,
+                    options=options,
+                    trace=FanOut(sinks),
+                    retriever=retriever,
+                )
+                typer.echo(json.dumps(json_summary(result), ensure_ascii=False))
+                return result
+            view = _LiveView(console)
+            sinks = [CallbackSink(view.on_event), *([writer] if writer else [])]
+            with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
+                view.live = live
+                result = await orchestrate(
+                    args.question,
+                    orchestrator=backend(args.orchestrator),
+                    backends=roles,
+                    agents=agents,
+                    options=options,
+                    trace=FanOut(sinks),
+                    retriever=retriever,
+                )
+            console.line()
+            _show_result(console, result)
+            return result
+        finally:
+            if writer is not None:
+                writer.close()
+    finally:
+        for b in cache.values():
+            await b.aclose()
+
+
+def json_summary(result: RunResult) -> dict[str, Any]:
+    """The ``--json`` object: answer, status, plan, diagnostics, usage and wall time."""
+    return {
+        "answer": result.answer,
+        "status": result.status,
+        "plan": result.plan.model_dump(mode="json") if result.plan is not None else None,
+        "diagnostics": [d.to_dict() for d in result.diagnostics],
+        "usage": {
+            "calls": result.usage.calls,
+            "prompt_tokens": result.usage.prompt_tokens,
+            "completion_tokens": result.usage.completion_tokens,
+            "cost": result.usage.cost,
+        },
+        "wall_s": round(result.wall_s, 3),
+    }
+
+
+def _kind_model(spec: str) -> tuple[str, str]:
+    kind, sep, model = spec.partition("=")
+    if not sep or not kind or not model:
+        raise UsageError(
+            f"--agent-model {spec!r} is not KIND=MODEL", hint="e.g. --agent-model sc=local:qwen2.5-coder-0.5b"
+        )
+    return kind.strip(), model.strip()
+
+
+_STATUS_STYLE = {
+    "pending": "dim",
+    "running": "yellow",
+    "ok": "green",
+    "error": "red",
+    "timeout": "red",
+    "budget": "magenta",
+    "skipped": "dim",
+}
+
+
+class _LiveView:
+    """The plan tree and a per-node progress table, updated from trace events."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.live: Live | None = None
+        self.phase = "planning"
+        self.plan: Plan | None = None
+        self.status: dict[str, str] = {}
+        self.detail: dict[str, str] = {}
+        self.calls = 0
+
+    def on_event(self, event: Event) -> None:
+        if event.type == "plan_parsed":
+            self.plan = Plan.model_validate(event.plan)
+            self.status = {a.id: "pending" for a in self.plan.agents}
+            self.phase = "running"
+        elif event.type == "plan_rejected":
+            self.phase = f"plan rejected (attempt {event.attempt + 1})"
+        elif event.type == "node_started":
+            self.status[event.node] = "running"
+        elif event.type == "node_finished":
+            self.status[event.node] = event.status
+            self.detail[event.node] = event.answer if event.status == "ok" else event.error
+        elif event.type == "llm_call":
+            self.calls += 1
+        elif event.type == "run_finished":
+            self.phase = "done"
+        if self.live is not None:
+            self.live.update(self.render())
+
+    def render(self) -> Group | Table:
+        table = Table(title=f"{self.phase} - {self.calls} LLM calls", show_edge=False)
+        table.add_column("node")
+        table.add_column("status")
+        table.add_column("answer / error", overflow="fold", max_width=70)
+        for nid, status in self.status.items():
+            style = _STATUS_STYLE.get(status, "")
+            table.add_row(escape(nid), f"[{style}]{status}[/]", escape(_clip(self.detail.get(nid, ""))))
+        if self.plan is None:
+            return table
+        return Group(plan_tree(self.plan), table)
+
+
+def plan_tree(plan: Plan) -> Tree:
+    """The plan as a tree: the sink at the root, each node's inputs below it."""
+    if not plan.agents:
+        return Tree(f"[bold]final answer[/]: {escape(plan.final_answer or '')}")
+    parents: dict[str, list[str]] = {a.id: [] for a in plan.agents}
+    sources = set()
+    for f in plan.flows:
+        parents.setdefault(f.dst, []).append(f.src)
+        sources.add(f.src)
+    sinks = [a.id for a in plan.agents if a.id not in sources] or [plan.agents[-1].id]
+    root = Tree("[bold]plan[/]")
+
+    def add(node: Tree, nid: str, seen: Sequence[str]) -> None:
+        spec = plan.agent(nid)
+        label = (
+            f"[bold]{nid}[/] [cyan]{spec.kind}[/] {_clip(spec.task or '(the question)', 60)}" if spec else nid
+        )
+        branch = node.add(label)
+        for p in parents.get(nid, []):
+            if p not in seen:
+                add(branch, p, [*seen, nid])
+
+    for s in sinks:
+        add(root, s, [])
+    return root
+
+
+def _show_result(console: Console, result: RunResult) -> None:
+    for d in result.diagnostics:
+        console.print(f"[yellow]{d.severity.value}[/] {escape(f'[{d.code}] {d.message}')}", highlight=False)
+    if result.ok:
+        console.print(f"[bold green]answer[/]: {escape(result.answer)}", highlight=False)
+    else:
+        console.print(f"[bold red]{result.status}[/]: {escape(result.error)}", highlight=False)
+    u = result.usage
+    console.print(
+        f"[dim]{u.calls} calls, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "
+        f"${u.cost:.4f}, {result.wall_s:.2f} s[/]",
+        highlight=False,
+    )
+
+
+def _clip(text: str, n: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
