@@ -93,7 +93,7 @@ def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: L
     params: dict[str, Any] = {}
     for sig in catalogue.values():
         for p in sig.params:
-            params.setdefault(p.name, _param_schema(p.type))
+            params.setdefault(p.name, param_json_schema(p.type))
     agent = {
         "type": "object",
         "properties": {
@@ -241,7 +241,8 @@ def _models(orchestrator: Backend, backends: RoleBackends) -> dict[str, str]:
     return models
 
 
-def _param_schema(ptype: str) -> dict[str, Any]:
+def param_json_schema(ptype: str) -> dict[str, Any]:
+    """The JSON schema of a parameter type (strings and lists bounded for constrained decoding)."""
     if ptype == "list[str]":
         return {"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": 8}
     if ptype == "str":
