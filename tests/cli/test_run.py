@@ -132,3 +132,18 @@ def test_main_reports_usage_errors_in_one_line(capsys):
     assert main(["run", "Q", "--dom", "mid"]) == 2
     err = capsys.readouterr().err
     assert "--dom must be low or high" in err and "Traceback" not in err
+
+
+def test_rounds_mode():
+    from masorch.backends.base import Completion, ToolCall
+
+    script = [
+        Completion(text="", tool_calls=(ToolCall("cot", '{"task": "Add 2 and 3."}'),)),
+        Completion(text="", tool_calls=(ToolCall("final_answer", '{"answer": "5"}'),)),
+    ]
+    result = CliRunner().invoke(make_app(script), [*ARGS, "--mode", "rounds", "--json"])
+    out = json.loads(result.stdout)
+    assert (out["status"], out["answer"], out["usage"]["calls"]) == ("ok", "5", 3)
+    assert [a["id"] for a in out["plan"]["agents"]] == ["r1c1"]
+    shown = CliRunner().invoke(make_app(script), [*ARGS, "--mode", "rounds"])
+    assert "answer: 5" in shown.stdout and "r1c1" in shown.stdout

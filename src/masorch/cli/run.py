@@ -28,6 +28,7 @@ from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
 from masorch.run.orchestrate import OrchestrateOptions, orchestrate
 from masorch.run.result import RunResult
+from masorch.run.rounds import RoundsOptions, run_rounds
 from masorch.trace.events import Event
 from masorch.trace.writer import CallbackSink, FanOut, TraceSink, TraceWriter
 
@@ -83,6 +84,8 @@ class RunArgs:
     timeout_s: float | None
     node_timeout_s: float | None
     corpus: Path | None
+    mode: str = "plan"
+    max_rounds: int = 3
 
 
 def register(
@@ -116,10 +119,16 @@ def register(
             None, "--node-timeout", min=0, help="Per-node timeout (s)."
         ),
         corpus: Path | None = typer.Option(None, "--corpus", help="JSONL corpus or index dir for search."),  # noqa: B008
+        mode: str = typer.Option(
+            "plan", "--mode", help="plan: one holistic plan; rounds: agents as tools over rounds."
+        ),
+        max_rounds: int = typer.Option(3, "--max-rounds", min=1, help="Tool rounds in --mode rounds."),
     ) -> None:
         """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
         if dom not in ("low", "high"):
             raise UsageError(f"--dom must be low or high, got {dom!r}", hint="use --dom low or --dom high")
+        if mode not in ("plan", "rounds"):
+            raise UsageError(f"unknown mode {mode!r}", hint="use --mode plan or --mode rounds")
         if dialect not in ("calls", "json", "xml"):
             raise UsageError(f"unknown dialect {dialect!r}", hint="use --dialect calls, json or xml")
         sub = subagent or orchestrator or DEFAULT_MODEL
@@ -138,6 +147,8 @@ def register(
             timeout_s=timeout,
             node_timeout_s=node_timeout,
             corpus=corpus,
+            mode=mode,
+            max_rounds=max_rounds,
         )
         result = asyncio.run(
             _run(
@@ -180,27 +191,13 @@ async def _run(
             per_kind={k: backend(v) for k, v in per_kind_specs.items()},
             judge=backend(args.judge) if args.judge else None,
         )
-        options = OrchestrateOptions(
-            dom=args.dom,
-            dialect=args.dialect,  # type: ignore[arg-type]  # checked in run_cmd
-            repair=args.repair,
-            budget=args.budget,
-            deadline_s=args.timeout_s,
-            node_timeout_s=args.node_timeout_s,
-        )
         console = Console(emoji=False)
         writer = TraceWriter(args.trace) if args.trace is not None else None
         try:
             if args.as_json:
                 sinks: list[TraceSink] = [writer] if writer else []
-                result = await orchestrate(
-                    args.question,
-                    orchestrator=backend(args.orchestrator),
-                    backends=roles,
-                    agents=agents,
-                    options=options,
-                    trace=FanOut(sinks),
-                    retriever=retriever,
+                result = await _answer(
+                    args, backend(args.orchestrator), roles, agents, FanOut(sinks), retriever
                 )
                 typer.echo(json.dumps(json_summary(result), ensure_ascii=False))
                 return result
@@ -208,14 +205,8 @@ async def _run(
             sinks = [CallbackSink(view.on_event), *([writer] if writer else [])]
             with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
                 view.live = live
-                result = await orchestrate(
-                    args.question,
-                    orchestrator=backend(args.orchestrator),
-                    backends=roles,
-                    agents=agents,
-                    options=options,
-                    trace=FanOut(sinks),
-                    retriever=retriever,
+                result = await _answer(
+                    args, backend(args.orchestrator), roles, agents, FanOut(sinks), retriever
                 )
             console.line()
             _show_result(console, result)
@@ -226,6 +217,50 @@ async def _run(
     finally:
         for b in cache.values():
             await b.aclose()
+
+
+async def _answer(
+    args: RunArgs,
+    orchestrator: Backend,
+    roles: RoleBackends,
+    agents: AgentRegistry,
+    trace: TraceSink,
+    retriever: Retriever | None,
+) -> RunResult:
+    """Run the chosen mode: one holistic plan, or rounds of agent tool calls."""
+    if args.mode == "rounds":
+        rounds = RoundsOptions(
+            max_rounds=args.max_rounds,
+            budget=args.budget,
+            deadline_s=args.timeout_s,
+            node_timeout_s=args.node_timeout_s,
+        )
+        return await run_rounds(
+            args.question,
+            orchestrator=orchestrator,
+            backends=roles,
+            agents=agents,
+            options=rounds,
+            trace=trace,
+            retriever=retriever,
+        )
+    options = OrchestrateOptions(
+        dom=args.dom,
+        dialect=args.dialect,  # type: ignore[arg-type]  # checked in run_cmd
+        repair=args.repair,
+        budget=args.budget,
+        deadline_s=args.timeout_s,
+        node_timeout_s=args.node_timeout_s,
+    )
+    return await orchestrate(
+        args.question,
+        orchestrator=orchestrator,
+        backends=roles,
+        agents=agents,
+        options=options,
+        trace=trace,
+        retriever=retriever,
+    )
 
 
 def json_summary(result: RunResult) -> dict[str, Any]:
@@ -279,8 +314,12 @@ class _LiveView:
 
     def on_event(self, event: Event) -> None:
         if event.type == "plan_parsed":
-            self.plan = Plan.model_validate(event.plan)
-            self.status = {a.id: "pending" for a in self.plan.agents}
+            plan = Plan.model_validate(event.plan)
+            if event.dialect == "tools" and self.plan is not None:  # rounds mode: one event per round
+                plan = Plan(agents=self.plan.agents + plan.agents)
+            self.plan = plan
+            for a in plan.agents:
+                self.status.setdefault(a.id, "pending")
             self.phase = "running"
         elif event.type == "plan_rejected":
             self.phase = f"plan rejected (attempt {event.attempt + 1})"
