@@ -49,21 +49,20 @@ def default_backend_factory(spec: str) -> Backend:
 
 def default_agents_factory() -> AgentRegistry:
     """The built-in sub-agents (:func:`masorch.agents.default_registry`)."""
-    import masorch.agents
+    from masorch.agents import default_registry
 
-    # Looked up at call time: the registry function lives in the agents package's public API.
-    make = getattr(masorch.agents, "default_registry", None)
-    if make is None:
-        raise UsageError("this masorch has no default sub-agent registry", hint="install a complete masorch")
-    registry: AgentRegistry = make()
-    return registry
+    return default_registry()
 
 
 def default_retriever_factory(path: Path) -> Retriever:
-    """A BM25 retriever over a JSONL corpus or a saved index directory."""
-    from masorch.agents.search import load_retriever
+    """A BM25 corpus: a saved index directory, or a JSONL file (its index cached beside it)."""
+    from masorch.agents.corpus import BM25Corpus
 
-    return load_retriever(path)
+    if path.is_dir():
+        return BM25Corpus.load(path)
+    if not path.is_file():
+        raise UsageError(f"no corpus at {path}", hint="pass a JSONL corpus file or a saved index directory")
+    return BM25Corpus.open(path, path.with_name(path.name + ".index"))
 
 
 @dataclass(frozen=True)
