@@ -50,7 +50,9 @@ def make_app(orchestrator_replies, made: dict | None = None) -> typer.Typer:
     run_cli.register(
         app,
         backend_factory=factory,
-        agents_factory=lambda: AgentRegistry([CotAgent(max_tokens=64), SelfConsistencyAgent(max_tokens=64)]),
+        agents_factory=lambda max_tokens: AgentRegistry(
+            [CotAgent(max_tokens=max_tokens), SelfConsistencyAgent(max_tokens=max_tokens)]
+        ),
     )
     return app
 
@@ -147,3 +149,11 @@ def test_rounds_mode():
     assert [a["id"] for a in out["plan"]["agents"]] == ["r1c1"]
     shown = CliRunner().invoke(make_app(script), [*ARGS, "--mode", "rounds"])
     assert "answer: 5" in shown.stdout and "r1c1" in shown.stdout
+
+
+def test_max_tokens_caps_the_plan_and_sub_agent_calls():
+    made: dict = {}
+    result = CliRunner().invoke(make_app([PLAN], made), [*ARGS, "--json", "--max-tokens", "32"])
+    assert json.loads(result.stdout)["status"] == "ok"
+    configs = [c for _, c in made["scripted:orch"].calls] + [c for _, c in made["scripted:sub"].calls]
+    assert len(configs) == 5 and {c.max_tokens for c in configs} == {32}

@@ -36,7 +36,8 @@ from masorch.trace.writer import CallbackSink, FanOut, TraceSink, TraceWriter
 DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
 
 BackendFactory = Callable[[str], Backend]
-AgentsFactory = Callable[[], AgentRegistry]
+#: Builds the sub-agent registry; the argument caps each sub-agent call's completion tokens.
+AgentsFactory = Callable[[int], AgentRegistry]
 RetrieverFactory = Callable[[Path], Retriever]
 
 
@@ -47,11 +48,11 @@ def default_backend_factory(spec: str) -> Backend:
     return make_backend(spec)
 
 
-def default_agents_factory() -> AgentRegistry:
+def default_agents_factory(max_tokens: int) -> AgentRegistry:
     """The built-in sub-agents (:func:`masorch.agents.default_registry`)."""
     from masorch.agents import default_registry
 
-    return default_registry()
+    return default_registry(max_tokens=max_tokens)
 
 
 def default_retriever_factory(path: Path) -> Retriever:
@@ -85,6 +86,7 @@ class RunArgs:
     corpus: Path | None
     mode: str = "plan"
     max_rounds: int = 3
+    max_tokens: int = 1024
 
 
 def register(
@@ -122,6 +124,9 @@ def register(
             "plan", "--mode", help="plan: one holistic plan; rounds: agents as tools over rounds."
         ),
         max_rounds: int = typer.Option(3, "--max-rounds", min=1, help="Tool rounds in --mode rounds."),
+        max_tokens: int = typer.Option(
+            1024, "--max-tokens", min=16, help="Most completion tokens of one call (plan or sub-agent)."
+        ),
     ) -> None:
         """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
         if dom not in ("low", "high"):
@@ -148,6 +153,7 @@ def register(
             corpus=corpus,
             mode=mode,
             max_rounds=max_rounds,
+            max_tokens=max_tokens,
         )
         result = asyncio.run(
             _run(
@@ -169,7 +175,7 @@ async def _run(
 ) -> RunResult:
     per_kind_specs = dict(_kind_model(s) for s in args.agent_models)
     retriever = make_retriever(args.corpus) if args.corpus is not None else None
-    agents = make_agents()
+    agents = make_agents(args.max_tokens)
     unknown = sorted(k for k in per_kind_specs if k not in agents)
     if unknown:
         raise UsageError(
@@ -233,6 +239,7 @@ async def _answer(
             budget=args.budget,
             deadline_s=args.timeout_s,
             node_timeout_s=args.node_timeout_s,
+            max_tokens=args.max_tokens,
         )
         return await run_rounds(
             args.question,
@@ -250,6 +257,7 @@ async def _answer(
         budget=args.budget,
         deadline_s=args.timeout_s,
         node_timeout_s=args.node_timeout_s,
+        max_plan_tokens=args.max_tokens,
     )
     return await orchestrate(
         args.question,
