@@ -157,3 +157,13 @@ def test_max_tokens_caps_the_plan_and_sub_agent_calls():
     assert json.loads(result.stdout)["status"] == "ok"
     configs = [c for _, c in made["scripted:orch"].calls] + [c for _, c in made["scripted:sub"].calls]
     assert len(configs) == 5 and {c.max_tokens for c in configs} == {32}
+
+
+def test_default_model_not_pulled_is_a_usage_error_naming_the_pull_command(tmp_path, monkeypatch, capsys):
+    from masorch.cli.main import main
+
+    monkeypatch.setenv("MASORCH_CACHE", str(tmp_path))  # an empty model cache
+    assert main(["run", "What is 2+3?"]) == 2
+    err = capsys.readouterr().err
+    assert f"masorch models pull {run_cli.DEFAULT_MODEL.split(':', 1)[1]}" in err
+    assert "Traceback" not in err
