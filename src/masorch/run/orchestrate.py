@@ -1,0 +1,282 @@
+"""The holistic mode: question -> orchestrator prompt -> plan text -> check -> execute -> answer.
+
+The orchestrator sees the catalogue of signatures only (never agent code), the rules of the
+degree of multi-agent structure (DoM), the budget and its dialect's syntax with a short example.
+A rejected plan is fed back with :func:`masorch.plan.repair_message` up to ``repair`` times; when
+no valid plan comes, the run ends with status ``invalid_plan`` and the diagnostics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from masorch.agents.base import AgentRegistry, Retriever
+from masorch.backends.base import Backend, Completion, GenerateConfig, Message
+from masorch.errors import BudgetExceeded, MasorchError
+from masorch.plan import Diagnostic, DoM, Limits, check, repair_message
+from masorch.plan.catalogue import KindSignature
+from masorch.plan.parse import Dialect
+from masorch.plan.parse_xml import KIND_TO_NAME, PARAM_TO_ARG
+from masorch.plan.refs import ID_PATTERN
+from masorch.prompts import render
+from masorch.run.budget import Budget
+from masorch.run.executor import Executor, RoleBackends
+from masorch.run.result import RunResult, RunStatus
+from masorch.run.session import RunSession
+from masorch.trace.events import PlanParsed, PlanRejected, RunStarted
+from masorch.trace.writer import TraceSink
+
+logger = logging.getLogger(__name__)
+
+#: Longest string the plan schema allows. llama.cpp turns maxLength into a bounded repetition and
+#: refuses repetitions above 2000 (a grammar that fails to parse), so task texts are capped here.
+_SCHEMA_MAX_CHARS = 1000
+
+
+@dataclass(frozen=True)
+class OrchestrateOptions:
+    """How one orchestrated run goes.
+
+    ``dialect`` is what the orchestrator is asked to write (``xml`` is the MAS-Orchestra tag format,
+    so the released checkpoints can be driven); ``constrained_json`` sends the plan's JSON schema
+    with the json dialect (schema-constrained decoding where the backend supports it);
+    ``repair`` is how many times a rejected plan is sent back with its diagnostics (0: one shot).
+    ``deadline_s`` bounds the whole run, orchestrator call included; ``node_timeout_s`` each node.
+    """
+
+    dom: DoM = DoM.HIGH
+    dialect: Dialect = "calls"
+    repair: int = 0
+    budget: Budget = field(default_factory=Budget)
+    deadline_s: float | None = None
+    node_timeout_s: float | None = None
+    limits: Limits = field(default_factory=Limits)
+    max_plan_tokens: int = 1024
+    temperature: float = 0.0
+    constrained_json: bool = True
+
+
+def orchestrator_messages(
+    question: str, catalogue: Mapping[str, KindSignature], options: OrchestrateOptions
+) -> list[Message]:
+    """The orchestrator's prompt for ``question``: a system and a user message."""
+    dom = options.dom.value
+    budget = options.budget.describe()
+    if options.dialect == "xml":
+        agents = [_xml_agent(sig) for sig in catalogue.values()]
+        names = [a["name"] for a in agents]
+        max_agents = options.limits.max_agents
+        system = render(
+            "orchestrator/xml_system.j2", dom=dom, agents=agents, budget=budget, max_agents=max_agents
+        )
+        user = render(
+            "orchestrator/xml_user.j2", dom=dom, question=question, names=names, max_agents=max_agents
+        )
+        return [Message("system", system), Message("user", user)]
+    system = render(
+        "orchestrator/system.j2",
+        dom=dom,
+        catalogue=list(catalogue.values()),
+        budget=budget,
+        max_agents=options.limits.max_agents,
+        dialect=options.dialect,
+    )
+    return [Message("system", system), Message("user", render("orchestrator/user.j2", question=question))]
+
+
+def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: Limits) -> dict[str, Any]:
+    """The JSON schema of a plan object for schema-constrained decoding (arrays and strings bounded).
+
+    Bounds matter: without ``maxItems``/``maxLength`` small models loop to the token limit.
+    """
+    params: dict[str, Any] = {}
+    for sig in catalogue.values():
+        for p in sig.params:
+            params.setdefault(p.name, param_json_schema(p.type))
+    agent = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "pattern": f"^{ID_PATTERN}$"},
+            "kind": {"type": "string", "enum": list(catalogue)},
+            "task": {"type": "string", "maxLength": min(limits.max_task_chars, _SCHEMA_MAX_CHARS)},
+            "params": {"type": "object", "properties": params, "additionalProperties": False},
+        },
+        "required": ["id", "kind", "task", "params"],
+        "additionalProperties": False,
+    }
+    flow = {
+        "type": "object",
+        "properties": {"src": {"type": "string"}, "dst": {"type": "string"}},
+        "required": ["src", "dst"],
+        "additionalProperties": False,
+    }
+    answer = {"type": "string", "minLength": 1, "maxLength": _SCHEMA_MAX_CHARS}
+
+    def shape(min_agents: int, max_agents: int, max_flows: int, final: dict[str, Any]) -> dict[str, Any]:
+        agents = {"type": "array", "items": agent, "minItems": min_agents, "maxItems": max_agents}
+        return {
+            "type": "object",
+            "properties": {
+                "agents": agents,
+                "flows": {"type": "array", "items": flow, "maxItems": max_flows},
+                "final_answer": final,
+            },
+            "required": ["agents", "flows", "final_answer"],
+            "additionalProperties": False,
+        }
+
+    # The DoM's either/or is in the schema: delegate (agents, no final answer) or answer directly.
+    if dom is DoM.LOW:
+        return {"anyOf": [shape(1, 1, 0, {"type": "null"}), shape(0, 0, 0, answer)]}
+    delegate = shape(1, limits.max_agents, limits.max_flows, {"type": "null"})
+    if limits.direct_answer_in_high:
+        return {"anyOf": [delegate, shape(0, 0, 0, answer)]}
+    return delegate
+
+
+async def orchestrate(
+    question: str,
+    *,
+    orchestrator: Backend,
+    backends: RoleBackends,
+    agents: AgentRegistry,
+    options: OrchestrateOptions | None = None,
+    trace: TraceSink | None = None,
+    retriever: Retriever | None = None,
+) -> RunResult:
+    """Plan with the orchestrator, check the plan, execute it and return the run's result."""
+    opts = options or OrchestrateOptions()
+    session = RunSession(opts.budget, trace=trace, deadline_s=opts.deadline_s)
+    session.emit(
+        RunStarted,
+        question=question,
+        mode="orchestrate",
+        dom=opts.dom.value,
+        dialect=opts.dialect,
+        models=_models(orchestrator, backends),
+        budget=dataclasses.asdict(opts.budget),
+    )
+    result = await _plan_and_run(question, orchestrator, backends, agents, opts, session, retriever)
+    session.finish(result)
+    return result
+
+
+async def _plan_and_run(
+    question: str,
+    orchestrator: Backend,
+    backends: RoleBackends,
+    agents: AgentRegistry,
+    opts: OrchestrateOptions,
+    session: RunSession,
+    retriever: Retriever | None,
+) -> RunResult:
+    catalogue = agents.catalogue()
+    messages = orchestrator_messages(question, catalogue, opts)
+    schema = None
+    if opts.dialect == "json" and opts.constrained_json:
+        schema = plan_json_schema(catalogue, opts.dom, opts.limits)
+    config = GenerateConfig(temperature=opts.temperature, max_tokens=opts.max_plan_tokens, json_schema=schema)
+    text = ""
+    diagnostics: tuple[Diagnostic, ...] = ()
+    for attempt in range(opts.repair + 1):
+        try:
+            completion = await _plan_call(session, orchestrator, messages, config)
+        except BudgetExceeded as exc:
+            return _stopped(session, "budget", f"orchestrator: {exc.message}", text, diagnostics)
+        except MasorchError as exc:  # a backend failure (retries, if any, are the backend's)
+            return _stopped(session, "error", f"orchestrator: {exc}", text, diagnostics)
+        except asyncio.TimeoutError:
+            error = f"run deadline of {opts.deadline_s:g} s passed while planning"
+            return _stopped(session, "timeout", error, text, diagnostics)
+        text = completion.text
+        checked = check(text, opts.dom, catalogue, opts.dialect, opts.limits)
+        diagnostics = checked.diagnostics
+        validated = checked.validated
+        if validated is not None:
+            session.emit(
+                PlanParsed,
+                dialect=checked.dialect or opts.dialect,
+                text=text,
+                plan=validated.plan.model_dump(mode="json"),
+                attempt=attempt,
+                diagnostics=[d.to_dict() for d in diagnostics],
+            )
+            executor = Executor(
+                agents, backends, session, node_timeout_s=opts.node_timeout_s, retriever=retriever
+            )
+            result = await executor.execute(validated, question)
+            return dataclasses.replace(result, diagnostics=diagnostics, plan_text=text, plan=validated.plan)
+        session.emit(
+            PlanRejected,
+            dialect=checked.dialect or opts.dialect,
+            text=text,
+            attempt=attempt,
+            diagnostics=[d.to_dict() for d in diagnostics],
+        )
+        logger.info("plan rejected (attempt %d): %s", attempt, [d.code for d in diagnostics if d.is_error])
+        if attempt < opts.repair:
+            messages = [*messages, Message("assistant", text), Message("user", repair_message(diagnostics))]
+    result = _stopped(session, "invalid_plan", "the orchestrator's plan is invalid", text, diagnostics)
+    return dataclasses.replace(result, plan=check(text, opts.dom, catalogue, opts.dialect, opts.limits).plan)
+
+
+async def _plan_call(
+    session: RunSession, orchestrator: Backend, messages: list[Message], config: GenerateConfig
+) -> Completion:
+    remaining = session.remaining_s()
+    call = session.complete(orchestrator, messages, config, role="orchestrator")
+    return await (call if remaining is None else asyncio.wait_for(call, remaining))
+
+
+def _stopped(
+    session: RunSession, status: RunStatus, error: str, text: str, diagnostics: tuple[Diagnostic, ...]
+) -> RunResult:
+    return RunResult(
+        status=status,
+        usage=session.ledger.totals(),
+        ledger=session.ledger,
+        wall_s=session.elapsed_s,
+        diagnostics=diagnostics,
+        error=error,
+        plan_text=text,
+        run_id=session.run_id,
+    )
+
+
+def _models(orchestrator: Backend, backends: RoleBackends) -> dict[str, str]:
+    models = {"orchestrator": orchestrator.model_id, "subagent": backends.subagent.model_id}
+    if backends.judge is not None:
+        models["judge"] = backends.judge.model_id
+    models.update({f"subagent.{k}": b.model_id for k, b in backends.per_kind.items()})
+    return models
+
+
+def param_json_schema(ptype: str) -> dict[str, Any]:
+    """The JSON schema of a parameter type (strings and lists bounded for constrained decoding)."""
+    if ptype == "list[str]":
+        return {"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": 8}
+    if ptype == "str":
+        return {"type": "string", "maxLength": 200}
+    return {"type": {"int": "integer", "float": "number", "bool": "boolean"}[ptype]}
+
+
+def _xml_agent(sig: KindSignature) -> dict[str, Any]:
+    """One agent as the MAS-Orchestra prompt lists it: its trained name and argument tags."""
+    return {
+        "name": KIND_TO_NAME.get(sig.kind, sig.kind.capitalize() + "Agent"),
+        "summary": sig.summary,
+        "args": [
+            {
+                "tag": PARAM_TO_ARG.get(p.name, p.name),
+                "type": p.type,
+                "default": p.default,
+                "description": p.description,
+            }
+            for p in sig.params
+        ],
+    }

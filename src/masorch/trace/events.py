@@ -1,0 +1,142 @@
+"""Typed, schema-versioned run events: one pydantic model per ``type``, a discriminated union.
+
+Events carry model ids (``provider:model``) only, never backend configuration, so no secret can
+reach a trace. Bump :data:`SCHEMA_VERSION` on any incompatible change; readers refuse versions they
+do not know.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from masorch.backends.base import Usage
+
+SCHEMA_VERSION: Literal[1] = 1
+
+RunStatusName = Literal["ok", "error", "timeout", "budget", "invalid_plan"]
+NodeStatusName = Literal["ok", "error", "timeout", "budget", "skipped"]
+
+
+class UsageSummary(BaseModel):
+    """Calls, tokens and cost of one call, node or run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+
+    @classmethod
+    def of(cls, usage: Usage) -> UsageSummary:
+        """The summary of a backend :class:`Usage`."""
+        return cls(
+            calls=usage.calls,
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            cost=usage.cost,
+        )
+
+
+class EventBase(BaseModel):
+    """Fields every event has: schema version, run id and unix time."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    run_id: str
+    ts: float = Field(default_factory=time.time, description="unix time the event was made")
+
+
+class RunStarted(EventBase):
+    """A run began: the question, the options and the model id of each role."""
+
+    type: Literal["run_started"] = "run_started"
+    question: str
+    mode: str = "orchestrate"
+    dom: str | None = None
+    dialect: str | None = None
+    models: dict[str, str] = Field(default_factory=dict, description="role -> model id")
+    budget: dict[str, int | float | None] = Field(default_factory=dict)
+
+
+class PlanParsed(EventBase):
+    """The orchestrator's text parsed and validated into a plan."""
+
+    type: Literal["plan_parsed"] = "plan_parsed"
+    dialect: str
+    text: str
+    plan: dict[str, Any]
+    attempt: int = 0
+    diagnostics: list[dict[str, Any]] = Field(default_factory=list, description="warnings, if any")
+
+
+class PlanRejected(EventBase):
+    """The orchestrator's text did not give a valid plan; ``diagnostics`` say why."""
+
+    type: Literal["plan_rejected"] = "plan_rejected"
+    dialect: str
+    text: str
+    attempt: int = 0
+    diagnostics: list[dict[str, Any]]
+
+
+class NodeStarted(EventBase):
+    """A plan node began running (its parents had all ended ok)."""
+
+    type: Literal["node_started"] = "node_started"
+    node: str
+    kind: str
+    task: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class NodeFinished(EventBase):
+    """A plan node ended, with its status, answer or error, and the usage of its calls."""
+
+    type: Literal["node_finished"] = "node_finished"
+    node: str
+    status: NodeStatusName
+    answer: str = ""
+    error: str = ""
+    usage: UsageSummary = Field(default_factory=UsageSummary)
+    wall_s: float = 0.0
+
+
+class LlmCall(EventBase):
+    """One LLM call through the budget gate (ok or failed)."""
+
+    type: Literal["llm_call"] = "llm_call"
+    role: Literal["orchestrator", "subagent", "judge"]
+    node: str | None = None
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    cost: float = 0.0
+    cached: bool = False
+    attempts: int = 1
+    error: str = ""
+
+
+class RunFinished(EventBase):
+    """The run ended with a status, an answer (when ok) and its total usage and wall time."""
+
+    type: Literal["run_finished"] = "run_finished"
+    status: RunStatusName
+    answer: str = ""
+    error: str = ""
+    usage: UsageSummary = Field(default_factory=UsageSummary)
+    wall_s: float = 0.0
+
+
+Event = Annotated[
+    RunStarted | PlanParsed | PlanRejected | NodeStarted | NodeFinished | LlmCall | RunFinished,
+    Field(discriminator="type"),
+]
+
+#: Validates any event dict (or JSON) into its typed model.
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -1,0 +1,219 @@
+"""``masorch run`` through typer's CliRunner, with scripted backends injected by factory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from masorch.agents.base import AgentRegistry, NodeOutput
+from masorch.agents.cot import CotAgent
+from masorch.agents.sc import SelfConsistencyAgent
+from masorch.backends.openai_compat import OpenAIBackend
+from masorch.backends.scripted import ScriptedBackend
+from masorch.cli import run as run_cli
+from masorch.errors import UsageError
+from masorch.trace.writer import read_trace
+
+PLAN = """create_agent(id="a", kind="cot", task="Add 2 and 3.")
+create_agent(id="b", kind="sc", task="Double ${a}.", n=3)
+create_flow("a", "b")"""
+
+
+def make_app(orchestrator_replies, made: dict | None = None) -> typer.Typer:
+    made = {} if made is None else made
+
+    def factory(spec: str):
+        if spec == "scripted:orch":
+            backend = ScriptedBackend(orchestrator_replies, name="orch")
+        elif spec == "scripted:sub":
+            backend = ScriptedBackend(
+                lambda m, c: "\\boxed{5}" if "Add 2 and 3" in m[-1].content else "\\boxed{10}", name="sub"
+            )
+        elif spec.startswith("dead:"):
+            # A real OpenAI client against a port nothing listens on.
+            backend = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1.0)
+            backend.retry = type(backend.retry)(max_attempts=1)
+        else:
+            raise UsageError(f"unknown test model {spec}")
+        made[spec] = backend
+        return backend
+
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """Test root."""
+
+    run_cli.register(
+        app,
+        backend_factory=factory,
+        agents_factory=lambda max_tokens: AgentRegistry(
+            [CotAgent(max_tokens=max_tokens), SelfConsistencyAgent(max_tokens=max_tokens)]
+        ),
+    )
+    return app
+
+
+ARGS = ["run", "What is double 2+3?", "--orchestrator", "scripted:orch", "--subagent", "scripted:sub"]
+
+
+def test_json_output_has_exactly_the_documented_keys(tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    result = CliRunner().invoke(make_app([PLAN]), [*ARGS, "--json", "--trace", str(trace)])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert set(out) == {"answer", "status", "plan", "diagnostics", "usage", "wall_s"}
+    assert (out["answer"], out["status"]) == ("10", "ok")
+    assert set(out["usage"]) == {"calls", "prompt_tokens", "completion_tokens", "cost"}
+    assert out["usage"]["calls"] == 1 + 1 + 3
+    assert [a["id"] for a in out["plan"]["agents"]] == ["a", "b"]
+    events = read_trace(trace)
+    assert events[0].type == "run_started" and events[-1].type == "run_finished"
+    assert events[0].models == {"orchestrator": "scripted:orch", "subagent": "scripted:sub"}
+
+
+def test_invalid_plan_json_carries_diagnostics_and_exit_1():
+    result = CliRunner().invoke(make_app(['create_agent(id="a", kind="nope", task="x")']), [*ARGS, "--json"])
+    assert result.exit_code == 1
+    out = json.loads(result.stdout)
+    assert out["status"] == "invalid_plan" and out["answer"] == ""
+    assert any(d["code"] == "unknown_kind" for d in out["diagnostics"])
+
+
+def test_repair_flag_and_budget_flags():
+    app = make_app(['create_agent(id="a", kind="nope", task="x")', PLAN])
+    ok = CliRunner().invoke(app, [*ARGS, "--json", "--repair", "1"])
+    assert json.loads(ok.stdout)["status"] == "ok"
+    app = make_app([PLAN])
+    spent = CliRunner().invoke(app, [*ARGS, "--json", "--budget-calls", "3"])
+    out = json.loads(spent.stdout)
+    assert (out["status"], out["usage"]["calls"], spent.exit_code) == ("budget", 3, 1)
+
+
+def test_rich_output_shows_the_plan_tree_nodes_and_answer():
+    result = CliRunner().invoke(make_app([PLAN]), ARGS)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "answer: 10" in out
+    assert "b sc Double ${a}." in out and "a cot Add 2 and 3." in out  # the plan tree
+    assert "5 calls" in out
+
+
+def test_low_dom_direct_answer():
+    result = CliRunner().invoke(make_app(['final_answer("10")']), [*ARGS, "--dom", "low", "--json"])
+    out = json.loads(result.stdout)
+    assert (out["status"], out["answer"], out["usage"]["calls"]) == ("ok", "10", 1)
+
+
+def test_a_dead_endpoint_is_a_clean_error_without_traceback():
+    made: dict = {}
+    result = CliRunner().invoke(
+        make_app([], made), ["run", "Q?", "--orchestrator", "dead:x", "--subagent", "scripted:sub"]
+    )
+    assert result.exit_code == 1
+    assert "Traceback" not in result.output
+    assert "error: orchestrator:" in result.stdout and "127.0.0.1:9" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [(["--dom", "mid"], "--dom must be low or high"), (["--dialect", "yaml"], "unknown dialect")],
+)
+def test_bad_flags_are_usage_errors(flags, message):
+    result = CliRunner().invoke(make_app([PLAN]), [*ARGS, *flags])
+    assert isinstance(result.exception, UsageError)
+    assert message in str(result.exception)
+
+
+def test_main_reports_usage_errors_in_one_line(capsys):
+    from masorch.cli.main import main
+
+    assert main(["run", "Q", "--dom", "mid"]) == 2
+    err = capsys.readouterr().err
+    assert "--dom must be low or high" in err and "Traceback" not in err
+
+
+def test_rounds_mode():
+    from masorch.backends.base import Completion, ToolCall
+
+    script = [
+        Completion(text="", tool_calls=(ToolCall("cot", '{"task": "Add 2 and 3."}'),)),
+        Completion(text="", tool_calls=(ToolCall("final_answer", '{"answer": "5"}'),)),
+    ]
+    result = CliRunner().invoke(make_app(script), [*ARGS, "--mode", "rounds", "--json"])
+    out = json.loads(result.stdout)
+    assert (out["status"], out["answer"], out["usage"]["calls"]) == ("ok", "5", 3)
+    assert [a["id"] for a in out["plan"]["agents"]] == ["r1c1"]
+    shown = CliRunner().invoke(make_app(script), [*ARGS, "--mode", "rounds"])
+    assert "answer: 5" in shown.stdout and "r1c1" in shown.stdout
+
+
+def test_max_tokens_caps_the_plan_and_sub_agent_calls():
+    made: dict = {}
+    result = CliRunner().invoke(make_app([PLAN], made), [*ARGS, "--json", "--max-tokens", "32"])
+    assert json.loads(result.stdout)["status"] == "ok"
+    configs = [c for _, c in made["scripted:orch"].calls] + [c for _, c in made["scripted:sub"].calls]
+    assert len(configs) == 5 and {c.max_tokens for c in configs} == {32}
+
+
+def test_default_model_not_pulled_is_a_usage_error_naming_the_pull_command(tmp_path, monkeypatch, capsys):
+    from masorch.cli.main import main
+
+    monkeypatch.setenv("MASORCH_CACHE", str(tmp_path))  # an empty model cache
+    assert main(["run", "What is 2+3?"]) == 2
+    err = capsys.readouterr().err
+    assert f"masorch models pull {run_cli.DEFAULT_MODEL.split(':', 1)[1]}" in err
+    assert "Traceback" not in err
+
+
+def test_search_is_offered_only_with_a_corpus(tmp_path):
+    from masorch.agents.signatures import SEARCH
+
+    class FakeSearch:
+        signature = SEARCH
+
+        async def run(self, node, ctx):
+            docs = ctx.retriever.search(node.task, 1)
+            return NodeOutput(answer=docs[0]["text"])
+
+    class Docs:
+        def search(self, query, k):
+            return [{"title": "t", "text": "from the corpus"}]
+
+    plan = 'create_agent(id="s", kind="search", task="find it")'
+    seen: list[str] = []
+
+    def factory(spec):
+        def reply(messages, config):
+            seen.append(messages[0].content)
+            return plan
+
+        return ScriptedBackend(reply, name=spec.split(":")[1])
+
+    def app_with():
+        app = typer.Typer()
+
+        @app.callback()
+        def _root() -> None:
+            """Test root."""
+
+        run_cli.register(
+            app,
+            backend_factory=factory,
+            agents_factory=lambda n: AgentRegistry([CotAgent(max_tokens=n), FakeSearch()]),
+            retriever_factory=lambda path: Docs(),
+        )
+        return app
+
+    without = CliRunner().invoke(app_with(), [*ARGS, "--json"])
+    assert json.loads(without.stdout)["status"] == "invalid_plan"  # search is not in the catalogue
+    assert 'kind "search"' not in seen[-1]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"title": "t", "text": "x"}\n')
+    with_corpus = CliRunner().invoke(app_with(), [*ARGS, "--json", "--corpus", str(corpus)])
+    out = json.loads(with_corpus.stdout)
+    assert (out["status"], out["answer"]) == ("ok", "from the corpus")
+    assert 'kind "search"' in seen[-1]

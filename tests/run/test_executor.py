@@ -1,0 +1,244 @@
+"""The dataflow executor: substitution, context, concurrency, statuses, budgets and deadlines."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+from run_helpers import CallAgent, FailAgent, SleepAgent, StatusAgent, registry, vplan
+
+from masorch.agents.base import AgentRegistry, NodeOutput, NodeStatus
+from masorch.backends.base import GenerateConfig, Message
+from masorch.backends.scripted import ScriptedBackend
+from masorch.errors import UsageError
+from masorch.plan.model import Plan, ValidatedPlan
+from masorch.run.budget import Budget
+from masorch.run.executor import RoleBackends, run_plan
+from masorch.trace.writer import MemoryTrace
+
+
+def echo_last_line(tag: str = "ans"):
+    """A responder answering '<tag>(<first line of the task>)'."""
+
+    def reply(messages, config):
+        task = messages[-1].content.split("Task: ", 1)[1].split("\n", 1)[0]
+        return f"{tag}({task})"
+
+    return reply
+
+
+async def run(plan, backend=None, agents=None, **kw):
+    backend = backend or ScriptedBackend(echo_last_line())
+    return await run_plan(
+        plan, "What is X?", agents=agents or registry(), backends=RoleBackends(backend), **kw
+    )
+
+
+async def test_reference_substitutes_the_upstream_answer_not_its_prompt():
+    backend = ScriptedBackend(echo_last_line())
+    plan = vplan([("a", "cot", "find A"), ("b", "cot", "use ${a} and ${a.rationale}")], [("a", "b")])
+    result = await run(plan, backend)
+    assert result.status == "ok"
+    assert result.answer == "ans(use ans(find A) and because a)"
+    b_prompt = backend.calls[1][0][-1].content
+    assert "Q: What is X?" in b_prompt  # every node sees the original question
+    assert "find A" in b_prompt and "Task: find A" not in b_prompt  # only the answer travels
+
+
+async def test_flow_without_reference_passes_the_answer_as_context():
+    agent = CallAgent()
+    plan = vplan([("a", "cot", "find A"), ("b", "cot", "combine")], [("a", "b")])
+    result = await run(plan, agents=AgentRegistry([agent]))
+    assert result.status == "ok"
+    b_input = agent.inputs[1]
+    assert b_input.task == "combine"
+    assert [(u.id, u.answer) for u in b_input.context] == [("a", "ans(find A)")]
+
+
+async def test_empty_task_means_the_question_and_params_get_defaults():
+    agent = CallAgent()
+    plan = vplan([("a", "cot", "  ", {"calls": 2})])
+    result = await run(plan, agents=AgentRegistry([agent]))
+    assert result.status == "ok"
+    assert agent.inputs[0].task == "What is X?"
+    assert dict(agent.inputs[0].params) == {"calls": 2, "temperature": 0.0}
+    assert result.usage.calls == 2
+    assert result.node_results["a"].usage.calls == 2
+
+
+async def test_parallel_nodes_run_concurrently():
+    backend = ScriptedBackend(echo_last_line(), delay_s=0.1)
+    plan = vplan(
+        [("s1", "cot", "1"), ("s2", "cot", "2"), ("s3", "cot", "3"), ("s4", "cot", "4"), ("c", "cot", "sum")],
+        [("s1", "c"), ("s2", "c"), ("s3", "c"), ("s4", "c")],
+    )
+    t0 = time.perf_counter()
+    result = await run(plan, backend)
+    wall = time.perf_counter() - t0
+    assert result.status == "ok" and result.usage.calls == 5
+    assert wall < 0.3, wall  # critical path 0.2 s; one after another would be 0.5 s
+
+
+async def test_a_node_starts_when_its_own_parents_are_done_not_per_level():
+    # a: 0.3 s; b: 0.05 s -> c: 0.3 s; (a, c) -> d. Critical path b+c = 0.35 s; by levels 0.6 s.
+    plan = vplan(
+        [
+            ("a", "sleep", "A", {"seconds": 0.3}),
+            ("b", "sleep", "B", {"seconds": 0.05}),
+            ("c", "sleep", "C", {"seconds": 0.3}),
+            ("d", "sleep", "D", {"seconds": 0.01}),
+        ],
+        [("b", "c"), ("a", "d"), ("c", "d")],
+    )
+    t0 = time.perf_counter()
+    result = await run(plan, agents=AgentRegistry([SleepAgent()]))
+    wall = time.perf_counter() - t0
+    assert result.status == "ok" and result.answer == "D"
+    assert wall < 0.5, wall
+
+
+async def test_an_agent_exception_becomes_error_and_children_are_skipped(caplog):
+    plan = vplan(
+        [("a", "fail", "x"), ("b", "cot", "use ${a}"), ("c", "cot", "then ${b}")], [("a", "b"), ("b", "c")]
+    )
+    backend = ScriptedBackend(echo_last_line())
+    with caplog.at_level(logging.ERROR, logger="masorch.run.executor"):
+        result = await run(plan, backend, agents=registry(FailAgent()))
+    assert result.status == "error"
+    assert result.answer == ""
+    assert result.node_results["a"].status is NodeStatus.ERROR
+    assert result.node_results["a"].error == "ValueError: boom in a"
+    assert result.node_results["b"].status is NodeStatus.SKIPPED
+    assert result.node_results["c"].status is NodeStatus.SKIPPED
+    assert "parent 'a'" in result.node_results["b"].error
+    assert "node 'a' error: ValueError: boom in a" in result.error
+    assert backend.calls == []  # skipped nodes never run with placeholder text
+    assert any(r.exc_info for r in caplog.records)  # logged with its traceback
+
+
+async def test_a_status_failure_propagates_to_the_run():
+    plan = vplan([("a", "bad", "x"), ("b", "cot", "${a}")], [("a", "b")])
+    result = await run(plan, agents=registry(StatusAgent()))
+    assert result.status == "error"
+    assert result.node_results["b"].status is NodeStatus.SKIPPED
+
+
+async def test_backend_error_is_a_node_error_and_is_recorded():
+    from masorch.errors import BackendError
+
+    backend = ScriptedBackend([BackendError("server said 500")])
+    result = await run(vplan([("a", "cot", "x")]), backend)
+    assert result.status == "error"
+    assert "server said 500" in result.node_results["a"].error
+    assert [e.status for e in result.ledger.entries] == ["error"]
+
+
+async def test_call_budget_stops_the_run_with_status_budget():
+    plan = vplan([("a", "cot", "1"), ("b", "cot", "${a}"), ("c", "cot", "${b}")], [("a", "b"), ("b", "c")])
+    result = await run(plan, budget=Budget(max_calls=2))
+    assert result.status == "budget"
+    assert [result.node_results[n].status for n in "abc"] == [NodeStatus.OK, NodeStatus.OK, NodeStatus.BUDGET]
+    assert "call budget spent: 2 of 2" in result.node_results["c"].error
+    assert result.usage.calls == 2
+
+
+async def test_token_budget_is_checked_against_tokens_already_spent():
+    plan = vplan([("a", "cot", "1"), ("b", "cot", "${a}")], [("a", "b")])
+    result = await run(plan, budget=Budget(max_tokens=3))
+    assert result.status == "budget"
+    assert result.node_results["a"].status is NodeStatus.OK
+    assert result.usage.calls == 1 and result.usage.total_tokens >= 3
+
+
+async def test_wall_budget_stops_new_calls():
+    plan = vplan([("a", "sleep", "s", {"seconds": 0.1}), ("b", "cot", "${a}")], [("a", "b")])
+    result = await run(plan, agents=registry(SleepAgent()), budget=Budget(max_wall_s=0.05))
+    assert result.status == "budget"
+    assert "time budget spent" in result.node_results["b"].error
+
+
+async def test_budget_hit_in_one_node_does_not_cancel_a_running_sibling():
+    # a makes 5 calls under a 3-call budget; s (no calls) keeps running; t (after s) is not started.
+    plan = vplan(
+        [
+            ("a", "cot", "x", {"calls": 5}),
+            ("s", "sleep", "S", {"seconds": 0.1}),
+            ("t", "cot", "${s}"),
+            ("z", "cot", "join"),
+        ],
+        [("s", "t"), ("a", "z"), ("t", "z")],
+    )
+    backend = ScriptedBackend(echo_last_line(), delay_s=0.01)
+    result = await run(plan, backend, agents=registry(SleepAgent()), budget=Budget(max_calls=3))
+    r = result.node_results
+    assert r["a"].status is NodeStatus.BUDGET
+    assert r["s"].status is NodeStatus.OK and r["s"].answer == "S"
+    assert r["t"].status is NodeStatus.BUDGET and "not started" in r["t"].error
+    assert r["z"].status is NodeStatus.BUDGET
+    assert result.status == "budget"
+    assert result.ledger.in_flight == 0 and len(result.ledger.entries) == 3
+
+
+async def test_node_timeout():
+    plan = vplan([("a", "sleep", "S", {"seconds": 1.0})])
+    t0 = time.perf_counter()
+    result = await run(plan, agents=AgentRegistry([SleepAgent()]), node_timeout_s=0.05)
+    assert time.perf_counter() - t0 < 0.5
+    assert result.status == "timeout"
+    assert result.node_results["a"].status is NodeStatus.TIMEOUT
+
+
+async def test_run_deadline_cancels_running_and_unstarted_nodes():
+    backend = ScriptedBackend(echo_last_line(), delay_s=1.0)
+    plan = vplan([("a", "cot", "1"), ("b", "cot", "${a}")], [("a", "b")])
+    t0 = time.perf_counter()
+    result = await run(plan, backend, deadline_s=0.1)
+    assert time.perf_counter() - t0 < 0.5
+    assert result.status == "timeout"
+    assert "cancelled at the run deadline" in result.node_results["a"].error
+    assert "not started" in result.node_results["b"].error
+    assert [e.status for e in result.ledger.entries] == ["cancelled"]
+
+
+async def test_direct_final_answer_needs_no_sub_agent():
+    backend = ScriptedBackend([])
+    plan = ValidatedPlan(plan=Plan(final_answer="42"), dom=vplan([("a", "cot", "x")]).dom, order=())
+    result = await run(plan, backend)
+    assert (result.status, result.answer, result.usage.calls) == ("ok", "42", 0)
+
+
+async def test_unregistered_kind_is_a_usage_error():
+    with pytest.raises(UsageError, match="nokind"):
+        await run(vplan([("a", "nokind", "x")]))
+
+
+async def test_roles_route_calls_per_kind_and_to_the_judge():
+    class JudgeAgent(CallAgent):
+        async def run(self, node, ctx):
+            out = await ctx.complete([Message("user", "verdict?")], GenerateConfig(), role="judge")
+            return NodeOutput(answer=out.text)
+
+    default = ScriptedBackend(["d"], name="default")
+    special = ScriptedBackend(["s"], name="special")
+    judge = ScriptedBackend(["j"], name="judge")
+    plan = vplan(
+        [("a", "cot", "x"), ("b", "other", "y"), ("c", "judged", "${a} ${b}")], [("a", "c"), ("b", "c")]
+    )
+    agents = AgentRegistry([CallAgent("cot"), CallAgent("other"), JudgeAgent("judged")])
+    result = await run_plan(
+        plan,
+        "q",
+        agents=agents,
+        backends=RoleBackends(default, per_kind={"other": special}, judge=judge),
+        trace=(trace := MemoryTrace()),
+    )
+    assert result.answer == "j"
+    assert sorted((e.node, e.role, e.model) for e in result.ledger.entries) == [
+        ("a", "subagent", "scripted:default"),
+        ("b", "subagent", "scripted:special"),
+        ("c", "judge", "scripted:judge"),
+    ]
+    types = [e.type for e in trace.events]
+    assert types[0] == "run_started" and types[-1] == "run_finished"
+    assert types.count("llm_call") == 3 and types.count("node_finished") == 3
