@@ -163,8 +163,9 @@ def majority_vote(answers: Sequence[str]) -> Vote | None:
 def sum_usage(usages: Iterable[Usage]) -> Usage:
     """The sum of several calls' usage.
 
-    >>> sum_usage([Usage(1, 2, 1), Usage(3, 4, 1)])
-    Usage(prompt_tokens=4, completion_tokens=6, calls=2, cost=0.0)
+    >>> total = sum_usage([Usage(1, 2, 1), Usage(3, 4, 1)])
+    >>> (total.prompt_tokens, total.completion_tokens, total.calls)
+    (4, 6, 2)
     """
     total = Usage()
     for usage in usages:
