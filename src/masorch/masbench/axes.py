@@ -44,7 +44,7 @@ class _Ctx:
         """Build sub-task ``k`` until its template falls in this split's buckets."""
         for sub_attempt in range(MAX_SUB_ATTEMPTS):
             rng = derive_rng(
-                self.seed, self.axis, self.value, self.index, self.attempt, "sub", k, sub_attempt
+                self.seed, self.axis, self.value, self.split, self.index, self.attempt, "sub", k, sub_attempt
             )
             try:
                 problem = make(rng)
@@ -224,7 +224,7 @@ def generate_instance(axis: str, value: int, *, split: str, seed: int, index: in
     chains = load_chains()
     for attempt in range(MAX_ATTEMPTS):
         ctx = _Ctx(axis, value, split, seed, index, attempt, chains)
-        rng = derive_rng(seed, axis, value, index, attempt)
+        rng = derive_rng(seed, axis, value, split, index, attempt)
         try:
             rec = _CONSTRUCTORS[axis](ctx, rng)
         except BuildFailed:

@@ -93,6 +93,7 @@ class Problem:
     query: Q
     distractors: list[tuple[Q, Expr]] = field(default_factory=list)
     values: dict[Q, int] = field(default_factory=dict)
+    _sketch: str | None = field(default=None, repr=False)
 
     def deps(self, q: Q) -> tuple[Q, ...]:
         """The quantities ``q`` depends on (abstract totals depend on their structural children)."""
@@ -184,6 +185,11 @@ class Problem:
 
     def sketch(self) -> str:
         """The name- and number-free sketch of the solution (the template, for split hashing)."""
+        if self._sketch is None:
+            self._sketch = self._make_sketch()
+        return self._sketch
+
+    def _make_sketch(self) -> str:
         index: dict[Q, str] = {}
         parts = []
         deps = self.dep_map()
