@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
         from masorch.train.config import load_config
         from masorch.train.grpo import train_grpo
 
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        # The root logger is set up by masorch's main (WARNING); training progress is worth INFO.
+        logging.getLogger("masorch").setLevel(logging.INFO)
         cfg = load_config(config, _overrides(set_))
 
         def on_log(line: dict[str, Any]) -> None:
