@@ -130,6 +130,10 @@ class TrainConfig:
     temperature: float = field(default=1.0, metadata=_h("sampling temperature of the K plans"))
     max_completion_length: int = field(default=160, metadata=_h("token cap of a sampled plan"))
     logging_steps: int = field(default=1, metadata=_h("log every N steps"))
+    max_train_s: float | None = field(
+        default=None,
+        metadata=_h("stop training cleanly after this many seconds (then save and evaluate); None: no limit"),
+    )
     save_steps: int = field(default=0, metadata=_h("save a checkpoint every N steps (0: only at the end)"))
     seed: int = field(default=0, metadata=_h("random seed"))
     output_dir: str = field(
