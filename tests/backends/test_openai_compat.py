@@ -69,6 +69,7 @@ async def test_persistent_fault_gives_up_after_max_attempts(fault: str) -> None:
     err = info.value
     assert err.code == codes[fault] and err.retryable
     assert "after 3 attempts" in err.message and err.message.startswith("openai:echo-model: ")
+    assert err.attempts == 3
     assert err.hint
 
 
@@ -84,7 +85,7 @@ async def test_permanent_fault_fails_at_once(fault: str, code: str) -> None:
         await b.aclose()
         assert server.request_count == 1
     assert info.value.code == code and not info.value.retryable
-    assert "after 1 attempt)" in info.value.message
+    assert "after 1 attempt)" in info.value.message and info.value.attempts == 1
 
 
 async def test_many_concurrent_calls_with_random_faults_all_end_and_attempts_add_up() -> None:
@@ -106,7 +107,8 @@ async def test_many_concurrent_calls_with_random_faults_all_end_and_attempts_add
     assert sorted(r.text for r in answered) == sorted(
         f"echo: q{i}" for i, r in enumerate(results) if r in answered
     )
-    assert sum(r.attempts for r in answered) + 4 * len(failed) == count
+    assert sum(r.attempts for r in answered) + sum(e.attempts for e in failed) == count
+    assert all(e.attempts == 4 for e in failed)
     assert faults == count - len(answered) > 0
 
 
@@ -151,6 +153,17 @@ async def test_request_carries_sampling_schema_tools_and_distinct_sample_seeds()
     assert first["tools"][0]["function"]["name"] == "add"
     assert (first["temperature"], first["max_tokens"], first["stop"]) == (0.7, 50, ["END"])
     assert (first["seed"], second["seed"]) == (10, 11)
+
+
+async def test_schema_as_json_object_for_llama_cpp_python_servers() -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}}
+    with LoopbackServer() as server:
+        b = backend(server, schema_format="json_object")
+        await b.complete(ASK, GenerateConfig(json_schema=schema))
+        await b.aclose()
+    assert server.bodies[0]["response_format"] == {"type": "json_object", "schema": schema}
+    with pytest.raises(UsageError):
+        OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", schema_format="yaml")  # type: ignore[arg-type]
 
 
 async def test_tool_calls_are_returned() -> None:

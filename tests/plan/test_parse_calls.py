@@ -117,3 +117,22 @@ def test_no_calls_means_no_plan():
     result = parse("I would simply answer 4.", "calls")
     assert result.plan is None
     assert codes(result) == ["no_plan"]
+
+
+def test_dialect_detection_follows_the_structure_that_starts_first():
+    from masorch.plan import detect_dialect
+
+    calls_quoting_tags = 'create_agent(id="a", kind="cot", task="Reply inside <answer></answer> tags.")'
+    assert detect_dialect(calls_quoting_tags) == "calls"
+    xml_quoting_calls = (
+        "<thinking>I could write create_agent(id=...) but the tags are needed.</thinking>\n"
+        "<answer>12</answer>"
+    )
+    assert detect_dialect(xml_quoting_calls) == "xml"
+    assert parse(xml_quoting_calls).plan == Plan(final_answer="12")
+    json_quoting_tags = (
+        '[{"name": "create_agent", "arguments": {"id": "a", "kind": "cot", "task": "<answer>"}}]'
+    )
+    assert detect_dialect(json_quoting_tags) == "json"
+    assert detect_dialect("<think>plan</think>\ncreate_agent(id='a', kind='cot')") == "calls"
+    assert detect_dialect("nothing here") is None

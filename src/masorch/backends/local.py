@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.backends.base import Completion, GenerateConfig, Message, Usage
-from masorch.backends.openai_compat import estimate_tokens, parse_chat_choice
+from masorch.backends.chat import estimate_tokens, messages_payload, parse_chat_choice, tools_payload
 from masorch.errors import BackendError, UsageError, require_extra
 
 log = logging.getLogger(__name__)
@@ -109,7 +109,7 @@ class LocalBackend:
     def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
         base_seed = self.seed if config.seed is None else config.seed
         request: dict[str, Any] = {
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": messages_payload(messages),
             "temperature": config.temperature,
             "top_p": config.top_p,
             "max_tokens": config.max_tokens,
@@ -119,17 +119,7 @@ class LocalBackend:
         if config.json_schema is not None:
             request["response_format"] = {"type": "json_object", "schema": dict(config.json_schema)}
         if config.tools:
-            request["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": dict(t.parameters),
-                    },
-                }
-                for t in config.tools
-            ]
+            request["tools"] = tools_payload(config.tools)
             request["tool_choice"] = "auto"
         return request
 

@@ -40,14 +40,14 @@ class RawCall:
     where: str | None = None
 
 
-def _param_value(value: Any) -> tuple[bool, ParamValue]:
+def param_value(value: Any) -> tuple[bool, ParamValue]:
     """Whether ``value`` is a plan literal (tuples become lists), and the value to keep."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return True, value
     if isinstance(value, (list, tuple)):
         out: list[Any] = []
         for item in value:
-            ok, v = _param_value(item)
+            ok, v = param_value(item)
             if not ok:
                 return False, None
             out.append(v)
@@ -108,7 +108,7 @@ def _agent(call: RawCall, diags: list[Diagnostic]) -> AgentSpec | None:
     for key, value in bound.items():
         if value is UNREADABLE:
             continue
-        ok, kept = _param_value(value)
+        ok, kept = param_value(value)
         if not ok:
             diags.append(
                 diag(
@@ -126,23 +126,20 @@ def _agent(call: RawCall, diags: list[Diagnostic]) -> AgentSpec | None:
 
 
 def _flow(call: RawCall, diags: list[Diagnostic]) -> Flow | None:
-    kwargs: dict[str, Any] = {}
+    bound: dict[str, Any] = {}
     for key, value in call.kwargs.items():
         canon = _FLOW_ALIASES.get(key)
-        if canon is None:
-            diags.append(
-                diag(
-                    "bad_argument",
-                    f"create_flow has no argument {key!r}",
-                    'write create_flow("source_id", "target_id")',
-                    call.where,
-                )
-            )
+        if canon is None or canon in bound:
+            problem = f"has no argument {key!r}" if canon is None else f"got {canon} twice"
+            hint = 'write create_flow("source_id", "target_id")'
+            diags.append(diag("bad_argument", f"create_flow {problem}", hint, call.where))
             return None
-        kwargs[canon] = value
-    bound = _bind(RawCall(call.name, call.args, kwargs, call.where), ("src", "dst"), diags)
-    if bound is None:
-        return None
+        bound[canon] = value
+    if call.args:
+        merged = _bind(RawCall(call.name, call.args, bound, call.where), ("src", "dst"), diags)
+        if merged is None:
+            return None
+        bound = merged
     src = _text(call, "src", bound.get("src"), diags, required=True)
     dst = _text(call, "dst", bound.get("dst"), diags, required=True)
     if src is None or dst is None:

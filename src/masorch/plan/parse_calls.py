@@ -10,15 +10,17 @@ skipped with a warning rather than failing the plan; a call on its own line must
 from __future__ import annotations
 
 import ast
-import bisect
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from masorch.plan._build import KNOWN_CALLS, UNREADABLE, RawCall, build_plan
+from masorch.plan._fastcalls import read_call
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import Plan
 
-_CALL_START = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*)(create_\w+|final_answer)\s*\(")
+_CALL_START = re.compile(r"(create_\w+|final_answer)\s*\(")
+_DOTTED_TAIL = re.compile(r"(?:[A-Za-z_]\w*\.)+$")  # "agents." in "agents.create_agent(...)"
 # What may stand before a call on its line for it to count as code rather than prose.
 _CODE_PREFIX = re.compile(
     r"^\s*(?:[-*+>]\s+|\d+[.)]\s+|>>>\s*|\.\.\.\s+|[A-Za-z_][\w.]*\s*=\s*|await\s+|`)?\s*$"
@@ -70,8 +72,8 @@ def _closing(text: str, open_at: int) -> int | None:
 
 
 def _literal(node: ast.expr) -> tuple[bool, Any]:
-    if isinstance(node, ast.Constant) and node.value is Ellipsis:
-        return False, None
+    if isinstance(node, ast.Constant):  # the common case, without literal_eval's dispatch
+        return (False, None) if node.value is Ellipsis else (True, node.value)
     try:
         return True, ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -83,62 +85,124 @@ def _snippet(text: str, limit: int = 60) -> str:
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
-def read_calls(text: str) -> tuple[list[RawCall], list[Diagnostic], bool]:
-    """Every plan call in ``text``, the problems met reading them, and whether any call was found."""
-    calls: list[RawCall] = []
-    diags: list[Diagnostic] = []
-    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+@dataclass(frozen=True)
+class _Span:
+    name: str
+    start: int
+    end: int
+    where: str
+    in_prose: bool
+    #: the arguments when the fast reader could read them (then ``ast`` is not needed)
+    fast: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+
+
+def _spans(text: str, diags: list[Diagnostic]) -> tuple[list[_Span], bool]:
+    """Where each call starts and ends, and whether any call was found at all."""
+    spans: list[_Span] = []
     found = False
     pos = 0
+    line_no, counted_to = 1, 0  # line numbers are counted incrementally: one pass over the text
     while True:
         m = _CALL_START.search(text, pos)
         if m is None:
             break
+        start = m.start(1)
+        if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            pos = m.end()  # part of a longer name, e.g. "recreate_agent("
+            continue
         found = True
-        start = m.start(2)
-        line_no = bisect.bisect_right(line_starts, start)
+        line_no += text.count("\n", counted_to, start)
+        counted_to = start
         where = f"line:{line_no}"
-        prefix = text[line_starts[line_no - 1] : m.start()]
-        in_prose = _CODE_PREFIX.match(prefix) is None
+        prefix = text[text.rfind("\n", 0, start) + 1 : start]
+        in_prose = bool(prefix.strip()) and _CODE_PREFIX.match(_DOTTED_TAIL.sub("", prefix)) is None
+        name = m.group(1)
+        fast = read_call(text, m.end() - 1)
+        if fast is not None:
+            args, kwargs, fast_end = fast
+            spans.append(_Span(name, start, fast_end, where, in_prose, (args, kwargs)))
+            pos = fast_end
+            continue
         end = _closing(text, m.end() - 1)
         if end is None:
             diags.append(
                 diag(
                     "truncated",
-                    f"the text ends inside {m.group(2)}(...): {_snippet(text[start:])}",
+                    f"the text ends inside {name}(...): {_snippet(text[start:])}",
                     "finish the call with its closing parenthesis",
                     where,
                 )
             )
             break
+        spans.append(_Span(name, start, end, where, in_prose))
         pos = end
-        source = text[start:end]
-        try:
-            tree = ast.parse(source.strip(), mode="eval")
-        except SyntaxError as exc:
-            if in_prose:
-                diags.append(_prose_skip(m.group(2), source, where))
-            else:
-                diags.append(
-                    diag(
-                        "syntax",
-                        f"cannot read {_snippet(source)}: {exc.msg}",
-                        'write each call as name(key="value", ...) with literal values',
-                        where,
-                    )
-                )
+    return spans, found
+
+
+def _parse_all(text: str, spans: list[_Span]) -> list[ast.Call] | None:
+    """All spans parsed with one ``ast.parse`` (the fast path), or None when any is unreadable."""
+    if not spans:
+        return []
+    try:
+        module = ast.parse("\n".join(text[s.start : s.end] for s in spans))
+    except (SyntaxError, ValueError):
+        return None
+    if len(module.body) != len(spans):
+        return None
+    calls = []
+    for stmt in module.body:
+        if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
+            return None
+        calls.append(stmt.value)
+    return calls
+
+
+def read_calls(text: str) -> tuple[list[RawCall], list[Diagnostic], bool]:
+    """Every plan call in ``text``, the problems met reading them, and whether any call was found."""
+    calls: list[RawCall] = []
+    diags: list[Diagnostic] = []
+    spans, found = _spans(text, diags)
+    slow = [s for s in spans if s.fast is None]
+    batch = _parse_all(text, slow)
+    parsed = {id(s): c for s, c in zip(slow, batch or (), strict=False)}
+    for span in spans:
+        if span.fast is not None:
+            calls.append(RawCall(span.name, span.fast[0], span.fast[1], span.where))
             continue
-        call = tree.body
-        if not isinstance(call, ast.Call):  # e.g. "final_answer(x)(y)" or "final_answer(x).y"
-            diags.append(diag("syntax", f"cannot read {_snippet(source)}", "write one call per line", where))
+        source = text[span.start : span.end]
+        call = parsed.get(id(span)) or _parse_one(span, source, diags)
+        if call is None:
             continue
-        raw, problems = _convert(m.group(2), call, where)
-        if problems and in_prose:
-            diags.append(_prose_skip(m.group(2), source, where))
+        raw, problems = _convert(span.name, call, span.where)
+        if problems and span.in_prose:
+            diags.append(_prose_skip(span.name, source, span.where))
             continue
         diags.extend(problems)
         calls.append(raw)
     return calls, diags, found
+
+
+def _parse_one(span: _Span, source: str, diags: list[Diagnostic]) -> ast.Call | None:
+    """One call read with ``ast``; a diagnostic (or a skip in prose) when it cannot be read."""
+    try:
+        tree = ast.parse(source, mode="eval")
+    except (SyntaxError, ValueError) as exc:  # ValueError: e.g. a NUL byte in the source
+        if span.in_prose:
+            diags.append(_prose_skip(span.name, source, span.where))
+        else:
+            diags.append(
+                diag(
+                    "syntax",
+                    f"cannot read {_snippet(source)}: {getattr(exc, 'msg', exc)}",
+                    'write each call as name(key="value", ...) with literal values',
+                    span.where,
+                )
+            )
+        return None
+    if not isinstance(tree.body, ast.Call):  # a balanced span is always a call; stay safe
+        diags.append(diag("syntax", f"cannot read {_snippet(source)}", "write one call per line", span.where))
+        return None
+    return tree.body
 
 
 def _prose_skip(name: str, source: str, where: str) -> Diagnostic:
