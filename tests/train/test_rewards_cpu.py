@@ -120,3 +120,17 @@ def test_pure_components_edge_cases() -> None:
         CostTarget(calls=0)
     assert resolve_scorer("masbench")("17", "17", "") == 1.0
     assert resolve_scorer("masbench")("\\boxed{40}", "17", "") == 1.0  # 40 = 17 mod 23
+
+
+def test_registry_scorers_grade_executed_answers() -> None:
+    out = answer_correctness(
+        ["p", "p", "p"],
+        status=["ok", "ok", "ok"],
+        answer=["The Beatles", "Rolling Stones", "\\frac{1}{2}"],
+        ground_truth=["beatles", "beatles", "0.5"],
+        scorer=["exact", "exact", "math"],
+        question=["q", "q", "q"],
+    )
+    assert out == [1.0, 0.0, 1.0]
+    with pytest.raises(UsageError, match="llm_judge"):  # needs a judge backend: not a reward scorer
+        resolve_scorer("llm_judge")

@@ -198,12 +198,15 @@ def cost_penalty(
     return out
 
 
+def _boxed(prediction: str) -> str:
+    # Sub-agents return the extracted answer ("17"); the math and MASBench scorers read boxes.
+    return prediction if "\\boxed" in prediction else "\\boxed{" + prediction + "}"
+
+
 def _masbench(prediction: str, ground_truth: str, question: str) -> float:
     from masorch.score.masbench import parse_ground_truth, score_masbench
 
-    # Sub-agents return the extracted answer ("17"), the MASBench scorer reads boxes.
-    text = prediction if "\\boxed" in prediction else "\\boxed{" + prediction + "}"
-    return 1.0 if score_masbench(text, parse_ground_truth(ground_truth)).correct else 0.0
+    return 1.0 if score_masbench(_boxed(prediction), parse_ground_truth(ground_truth)).correct else 0.0
 
 
 @dataclass(frozen=True)
@@ -220,14 +223,16 @@ def _registry_scorer(name: str) -> AnswerScorer:
             f"scorer {name!r} needs masorch.score.scorer, which this build lacks ({exc})",
             hint="use scorer 'masbench', or a masorch with the eval scorers",
         ) from None
-    impl = get_scorer(name)
+    # In-thread math-verify: no worker processes to leak from a reward called at every step.
+    impl = get_scorer(name, isolation="thread") if name == "math" else get_scorer(name)
     import inspect
 
     if inspect.iscoroutinefunction(impl.score):
         raise UsageError(f"scorer {name!r} is async", hint="rewards use sync scorers: math, exact or f1")
 
     def grade(prediction: str, ground_truth: str, question: str) -> float:
-        result: Any = impl.score(prediction, _Gold(ground_truth, question))
+        text = _boxed(prediction) if name == "math" else prediction
+        result: Any = impl.score(text, _Gold(ground_truth, question))
         return float(result.value)
 
     return grade
