@@ -28,10 +28,7 @@ def test_bad_override_is_a_usage_error(tmp_path: Path, capsys):
 
 def test_data_writes_verl_parquet(tmp_path: Path, capsys):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(
-        "train: [{kind: masbench_gen, values: '2', count: 5}]\n"
-        "eval_limit: 2\ndom: high\n"
-    )
+    cfg.write_text("train: [{kind: masbench_gen, values: '2', count: 5}]\neval_limit: 2\ndom: high\n")
     assert main(["train", "data", "--config", str(cfg), "--out", str(tmp_path / "verl")]) == 0
     train = pq.read_table(tmp_path / "verl" / "train.parquet").to_pylist()
     test = pq.read_table(tmp_path / "verl" / "test.parquet").to_pylist()
