@@ -214,6 +214,7 @@ async def test_the_key_never_shows(caplog: pytest.LogCaptureFixture) -> None:
                 await b.complete(ASK, GenerateConfig())
             await b.aclose()
             seen += [str(info.value), json.dumps(info.value.to_dict())]
+            assert info.value.__context__ is None and info.value.__cause__ is None  # no chained client error
     assert any("Incorrect API key provided: ***" in s for s in seen)
     assert all(KEY not in s for s in seen)
     assert KEY not in caplog.text

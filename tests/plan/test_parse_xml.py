@@ -93,3 +93,12 @@ def test_truncation_is_reported():
     assert "truncated" in codes(cut)
     partial_tag = parse("<agent><agent_id>A</agent_id><agent_name>CoTAgent</agent_name></agent><ed")
     assert codes(partial_tag) == ["truncated"]
+
+
+def test_forgotten_closing_thinking_tag_keeps_the_plan():
+    text = (
+        "<thinking>one agent will do\n<agent><agent_id>A</agent_id><agent_name>CoTAgent</agent_name></agent>"
+    )
+    result = parse(text)
+    assert result.diagnostics == ()
+    assert result.plan == Plan(agents=(AgentSpec(id="A", kind="cot"),))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import keyword
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -120,3 +122,37 @@ def test_mutated_plans_never_raise(text: str, dialect: str, dom: DoM):
     result = check(text, dom, builtin_catalogue(), dialect)  # type: ignore[arg-type]
     for d in result.diagnostics:
         assert d.code and d.message
+
+
+DEEP = "[" * 900 + "]" * 900
+ADVERSARIAL = [
+    "[" * 100_000,
+    '{"a":' * 50_000,
+    'create_agent(id="a", kind="cot", x=' + "[" * 100_000,
+    'create_agent(id="a", kind="cot", x=' + "[" * 150 + "]" * 150 + ")",
+    '[{"name": "create_agent", "arguments": "' + "[" * 100_000 + '"}]',
+    '[{"name": "create_agent", "arguments": {"id": "a", "kind": "cot", "x": ' + DEEP + "}}]",
+    "<agent><agent_id>A</agent_id><agent_name>CoTAgent</agent_name><required_arguments><x>"
+    + DEEP
+    + "</x></required_arguments></agent>",
+    "create_agent(" * 5_000,
+    "<agent>" * 5_000,
+    "<from>a</from>" * 5_000,
+    "create_agent(id='a', kind='cot', task='\x00')",
+    "final_answer(" + "1+" * 100_000 + "1)",
+    "final_answer(" + "-" * 100_000 + "1)",
+    "final_answer(" + "not " * 50_000 + "x)",
+    'create_agent(id="a", kind="cot", task="x"' + '+"y"' * 20_000 + ")",
+    "[" + "1" * 5_000 + "]",
+    '{"agents": [{"id": "a", "kind": "sc", "n": ' + "1" * 5_000 + "}]}",
+    '[{"name": "create_agent", "arguments": "{\\"n\\": ' + "1" * 5_000 + '}"}]',
+    'create_agent(id="a", kind="sc", n=' + "1" * 5_000 + ")",
+]
+
+
+@pytest.mark.parametrize("text", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
+def test_deeply_nested_or_repeated_input_is_diagnosed_not_raised(text: str):
+    result = check(text, DoM.HIGH, builtin_catalogue())
+    assert not result.valid
+    if result.plan is not None:
+        json.dumps(result.plan.model_dump(mode="json"))  # what the CLI prints must serialise

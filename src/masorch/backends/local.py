@@ -36,7 +36,10 @@ class LocalBackend:
     ``n_ctx`` is the context window (prompt plus completion tokens); ``n_threads`` defaults to the
     cores this process may use; ``chat_format`` overrides the chat template stored in the GGUF file.
     ``seed`` is the sampling seed when a call gives none; sample ``i`` of a prompt uses ``seed + i``.
-    JSON-schema calls are grammar-constrained, so their output parses.
+    JSON-schema calls are grammar-constrained, so their output parses. Calls that offer tools use
+    the ``tool_chat_format`` handler of llama-cpp-python (default ``chatml-function-calling``, right
+    for the ChatML models of the catalogue), whose grammar makes tool arguments follow their schema;
+    ``None`` leaves tools to the model's own chat template.
     """
 
     def __init__(
@@ -49,6 +52,7 @@ class LocalBackend:
         n_batch: int = 512,
         seed: int = 0,
         chat_format: str | None = None,
+        tool_chat_format: str | None = "chatml-function-calling",
         verbose: bool = False,
     ) -> None:
         require_extra("llama_cpp", "local")
@@ -68,6 +72,7 @@ class LocalBackend:
         self.n_batch = n_batch
         self.seed = seed
         self.chat_format = chat_format
+        self.tool_chat_format = tool_chat_format
         self.verbose = verbose
         self._llama: Any = None
         self._worker: concurrent.futures.ThreadPoolExecutor | None = concurrent.futures.ThreadPoolExecutor(
@@ -126,6 +131,12 @@ class LocalBackend:
     def _generate(self, request: dict[str, Any]) -> dict[str, Any]:
         self.load()
         try:
+            if "tools" in request and self.tool_chat_format:
+                from llama_cpp import llama_chat_format
+
+                handler = llama_chat_format.get_chat_completion_handler(self.tool_chat_format)
+                reply: Any = handler(llama=self._llama, **request)  # not streamed: one dict
+                return dict(reply)
             return dict(self._llama.create_chat_completion(**request))
         except ValueError as exc:  # llama-cpp reports an over-long prompt this way
             raise BackendError(

@@ -221,42 +221,44 @@ class OpenAIBackend:
         """One chat completion, retrying transient failures; raises :class:`BackendError` when it fails."""
         if not messages:
             raise BackendError(f"{self._model_id}: no messages to send", hint="give at least one message")
-        client = self._client_for_loop()
         body = self._request(messages, config)
         start = time.perf_counter()
         attempt = 0
         while True:
             attempt += 1
             try:
-                completion = self._parse(await self._send(client, body), messages, config)
+                data = await self._send(self._client_for_loop(), body)
+                completion = self._parse(data, messages, config)
             except (BackendError, _AttemptFailed) as caught:
                 failure = caught if isinstance(caught, _AttemptFailed) else _AttemptFailed(caught)
-                exc = failure.error
-                if not exc.retryable or attempt >= self.retry.max_attempts:
-                    tries = "attempt" if attempt == 1 else "attempts"
-                    final = BackendError(
-                        f"{self._model_id}: {exc.message} (after {attempt} {tries})",
-                        hint=exc.hint,
-                        code=exc.code,
-                        retryable=exc.retryable,
-                    )
-                    final.attempts = attempt
-                    raise final from None
-                delay = self.retry.delay(attempt, self._rng, failure.retry_after_s)
-                log.info(
-                    "%s: attempt %d failed (%s); retrying in %.2fs", self._model_id, attempt, exc.code, delay
+            else:
+                return Completion(
+                    text=completion.text,
+                    usage=completion.usage,
+                    finish=completion.finish,
+                    tool_calls=completion.tool_calls,
+                    model=self._model_id,
+                    latency_s=time.perf_counter() - start,
+                    attempts=attempt,
                 )
-                await asyncio.sleep(delay)
-                continue
-            return Completion(
-                text=completion.text,
-                usage=completion.usage,
-                finish=completion.finish,
-                tool_calls=completion.tool_calls,
-                model=self._model_id,
-                latency_s=time.perf_counter() - start,
-                attempts=attempt,
+            # Outside the except block: the error raised below carries no chained client exception,
+            # whose text may hold what a server echoed back (a key, a prompt).
+            exc = failure.error
+            if not exc.retryable or attempt >= self.retry.max_attempts:
+                tries = "attempt" if attempt == 1 else "attempts"
+                final = BackendError(
+                    f"{self._model_id}: {exc.message} (after {attempt} {tries})",
+                    hint=exc.hint,
+                    code=exc.code,
+                    retryable=exc.retryable,
+                )
+                final.attempts = attempt
+                raise final
+            delay = self.retry.delay(attempt, self._rng, failure.retry_after_s)
+            log.info(
+                "%s: attempt %d failed (%s); retrying in %.2fs", self._model_id, attempt, exc.code, delay
             )
+            await asyncio.sleep(delay)
 
     async def _send(self, client: Any, body: dict[str, Any]) -> Any:
         """One request; the decoded JSON body, or a BackendError saying whether a retry may help."""

@@ -173,6 +173,9 @@ async def _run(
     per_kind_specs = dict(_kind_model(s) for s in args.agent_models)
     retriever = make_retriever(args.corpus) if args.corpus is not None else None
     agents = make_agents(args.max_tokens)
+    if retriever is None and "search" in agents:
+        # Without a corpus the search agent cannot run: do not offer it to the orchestrator.
+        agents = AgentRegistry([agents.get(k) for k in agents.catalogue() if k != "search"])
     unknown = sorted(k for k in per_kind_specs if k not in agents)
     if unknown:
         raise UsageError(

@@ -30,7 +30,7 @@ class _Unreadable:
 UNREADABLE: Any = _Unreadable()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RawCall:
     """One call as written: its name, literal positional and keyword arguments, and its place."""
 
@@ -40,19 +40,32 @@ class RawCall:
     where: str | None = None
 
 
-def param_value(value: Any) -> tuple[bool, ParamValue]:
+#: Deepest list nesting a parameter value may have; deeper values are refused before they can
+#: exhaust the interpreter's recursion limit in repr, equality or serialisation.
+MAX_VALUE_DEPTH = 8
+
+
+def param_value(value: Any, depth: int = 0) -> tuple[bool, ParamValue]:
     """Whether ``value`` is a plan literal (tuples become lists), and the value to keep."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return True, value
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)) and depth < MAX_VALUE_DEPTH:
         out: list[Any] = []
         for item in value:
-            ok, v = param_value(item)
+            ok, v = param_value(item, depth + 1)
             if not ok:
                 return False, None
             out.append(v)
         return True, out
     return False, None
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except RecursionError:
+        return "a deeply nested value"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _bind(call: RawCall, names: tuple[str, ...], diags: list[Diagnostic]) -> dict[str, Any] | None:
@@ -113,7 +126,8 @@ def _agent(call: RawCall, diags: list[Diagnostic]) -> AgentSpec | None:
             diags.append(
                 diag(
                     "bad_argument",
-                    f"parameter {key} must be a string, number, boolean or list, got {value!r}",
+                    f"parameter {key} must be a string, number, boolean or list (nested at most "
+                    f"{MAX_VALUE_DEPTH} deep), got {_short(value)}",
                     f"give {key} a literal value",
                     call.where if agent_id is None else f"agent:{agent_id}",
                 )
@@ -126,6 +140,9 @@ def _agent(call: RawCall, diags: list[Diagnostic]) -> AgentSpec | None:
 
 
 def _flow(call: RawCall, diags: list[Diagnostic]) -> Flow | None:
+    args = call.args
+    if not call.kwargs and len(args) == 2 and type(args[0]) is str and type(args[1]) is str:
+        return Flow(src=args[0].strip(), dst=args[1].strip())  # the common case, checked directly
     bound: dict[str, Any] = {}
     for key, value in call.kwargs.items():
         canon = _FLOW_ALIASES.get(key)

@@ -93,11 +93,18 @@ def _items(text: str, pos: int, closer: str) -> tuple[list[Any], dict[str, Any],
         return args, kwargs, pos
 
 
+# The commonest call of all, create_flow("a", "b"): two plain strings, read with one match.
+_TWO_STRINGS = re.compile(rf'\({_WS}"([^"\\\n\r\x00]*)"{_WS},{_WS}"([^"\\\n\r\x00]*)"{_WS},?{_WS}\)')
+
+
 def read_call(text: str, open_at: int) -> tuple[tuple[Any, ...], dict[str, Any], int] | None:
     """Positional and keyword arguments of the call whose ``(`` is at ``open_at``, and its end.
 
     None when the call is outside the simple subset (the caller falls back to ``ast``).
     """
+    pair = _TWO_STRINGS.match(text, open_at)
+    if pair is not None:
+        return (pair.group(1), pair.group(2)), {}, pair.end()
     try:
         args, kwargs, end = _items(text, open_at + 1, ")")
     except (_GiveUp, ValueError, RecursionError):

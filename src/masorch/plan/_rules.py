@@ -49,10 +49,10 @@ def check_agent(agent: AgentSpec, catalogue: Catalogue, max_task_chars: int, out
             )
         )
         return
-    names = [p.name for p in signature.params]
     for name, value in agent.params.items():
         spec = signature.param(name)
         if spec is None:
+            names = [p.name for p in signature.params]
             takes = (
                 f"{agent.kind} takes: {', '.join(names)}" if names else f"{agent.kind} takes no parameters"
             )
@@ -81,6 +81,7 @@ def check_agent(agent: AgentSpec, catalogue: Catalogue, max_task_chars: int, out
 
 
 def param_hint(name: str, spec: ParamSpec) -> str:
+    """What a parameter accepts: its type, range, choices, sizes and default, as a fix hint."""
     parts = [f"{name} is {spec.type}"]
     if spec.minimum is not None or spec.maximum is not None:
         lo = "" if spec.minimum is None else f"{spec.minimum:g}"

@@ -58,7 +58,7 @@ def detect_dialect(text: str) -> Dialect | None:
     tag = xml_start(body)
     if tag is not None:
         starts.append((tag, "xml"))
-    for m in _CALLS_HINT.finditer(body):
+    for m in _CALLS_HINT.finditer(body) if ("create_" in body or "final_answer" in body) else ():
         if m.start() == 0 or (body[m.start() - 1] not in "\"'_" and not body[m.start() - 1].isalnum()):
             starts.append((m.start(), "calls"))
             break

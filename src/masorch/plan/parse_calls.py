@@ -2,9 +2,11 @@
 
 Nothing is ever evaluated: each argument must be a Python literal (``ast.literal_eval`` on its node).
 Text around the calls (reasoning prose, markdown fences, numbered lists) is tolerated: the reader
-finds each call by name, finds its closing parenthesis with a small scanner that knows Python string
-literals, and parses only that span. A call mentioned inside a prose sentence that cannot be read is
-skipped with a warning rather than failing the plan; a call on its own line must be readable.
+finds each call by name, reads the common simple shape with a small regex reader (``_fastcalls``),
+and otherwise finds the closing parenthesis with a scanner that knows Python string literals and
+parses only that span with ``ast``. A call on its own line must be readable; calls inside sentences
+are skipped with a warning when calls also stand on their own lines or when they cannot be read;
+calls in ``#`` comments and drafted in ``<think>`` blocks are not part of the plan.
 """
 
 from __future__ import annotations
@@ -18,7 +20,11 @@ from masorch.plan._build import KNOWN_CALLS, UNREADABLE, RawCall, build_plan
 from masorch.plan._fastcalls import read_call
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import Plan
+from masorch.plan.parse_xml import blank_thinking
 
+# What ast.parse raises on unreadable source: SyntaxError; ValueError for a NUL byte; RecursionError
+# and MemoryError (the parser's stack overflow) for expressions nested too deeply.
+_UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
 _CALL_START = re.compile(r"(create_\w+|final_answer)\s*\(")
 _DOTTED_TAIL = re.compile(r"(?:[A-Za-z_]\w*\.)+$")  # "agents." in "agents.create_agent(...)"
 # What may stand before a call on its line for it to count as code rather than prose.
@@ -85,7 +91,7 @@ def _snippet(text: str, limit: int = 60) -> str:
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Span:
     name: str
     start: int
@@ -110,11 +116,14 @@ def _spans(text: str, diags: list[Diagnostic]) -> tuple[list[_Span], bool]:
         if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
             pos = m.end()  # part of a longer name, e.g. "recreate_agent("
             continue
+        prefix = text[text.rfind("\n", 0, start) + 1 : start]
+        if prefix.lstrip().startswith("#"):  # a commented-out call is not part of the plan
+            pos = m.end()
+            continue
         found = True
         line_no += text.count("\n", counted_to, start)
         counted_to = start
         where = f"line:{line_no}"
-        prefix = text[text.rfind("\n", 0, start) + 1 : start]
         in_prose = bool(prefix.strip()) and _CODE_PREFIX.match(_DOTTED_TAIL.sub("", prefix)) is None
         name = m.group(1)
         fast = read_call(text, m.end() - 1)
@@ -145,7 +154,7 @@ def _parse_all(text: str, spans: list[_Span]) -> list[ast.Call] | None:
         return []
     try:
         module = ast.parse("\n".join(text[s.start : s.end] for s in spans))
-    except (SyntaxError, ValueError):
+    except _UNPARSABLE:
         return None
     if len(module.body) != len(spans):
         return None
@@ -162,6 +171,20 @@ def read_calls(text: str) -> tuple[list[RawCall], list[Diagnostic], bool]:
     calls: list[RawCall] = []
     diags: list[Diagnostic] = []
     spans, found = _spans(text, diags)
+    in_prose = [s for s in spans if s.in_prose]
+    if in_prose and len(in_prose) < len(spans):
+        # Calls on their own lines make the plan; the same calls narrated in the reasoning must not
+        # be counted twice.
+        spans = [s for s in spans if not s.in_prose]
+        diags.append(
+            diag(
+                "prose_call_ignored",
+                f"{len(in_prose)} call(s) mentioned inside sentences were ignored; "
+                "the calls on their own lines make the plan",
+                "keep plan calls on their own lines, outside sentences",
+                in_prose[0].where,
+            )
+        )
     slow = [s for s in spans if s.fast is None]
     batch = _parse_all(text, slow)
     parsed = {id(s): c for s, c in zip(slow, batch or (), strict=False)}
@@ -186,14 +209,14 @@ def _parse_one(span: _Span, source: str, diags: list[Diagnostic]) -> ast.Call | 
     """One call read with ``ast``; a diagnostic (or a skip in prose) when it cannot be read."""
     try:
         tree = ast.parse(source, mode="eval")
-    except (SyntaxError, ValueError) as exc:  # ValueError: e.g. a NUL byte in the source
+    except _UNPARSABLE as exc:
         if span.in_prose:
             diags.append(_prose_skip(span.name, source, span.where))
         else:
             diags.append(
                 diag(
                     "syntax",
-                    f"cannot read {_snippet(source)}: {getattr(exc, 'msg', exc)}",
+                    f"cannot read {_snippet(source)}: {getattr(exc, 'msg', None) or 'nested too deeply'}",
                     'write each call as name(key="value", ...) with literal values',
                     span.where,
                 )
@@ -221,19 +244,26 @@ def _convert(name: str, call: ast.Call, where: str) -> tuple[RawCall, list[Diagn
     for node in call.args:
         ok, value = (False, None) if isinstance(node, ast.Starred) else _literal(node)
         if not ok:
-            problems.append(_non_literal(name, ast.unparse(node), where))
+            problems.append(_non_literal(name, _unparse(node), where))
             value = UNREADABLE
         args.append(value)
     for kw in call.keywords:
         if kw.arg is None:
-            problems.append(_non_literal(name, "**" + ast.unparse(kw.value), where))
+            problems.append(_non_literal(name, "**" + _unparse(kw.value), where))
             continue  # unknown keys: nothing to hold a place for
         ok, value = _literal(kw.value)
         if not ok:
-            problems.append(_non_literal(name, f"{kw.arg}={ast.unparse(kw.value)}", where))
+            problems.append(_non_literal(name, f"{kw.arg}={_unparse(kw.value)}", where))
             value = UNREADABLE
         kwargs[kw.arg] = value
     return RawCall(name, tuple(args), kwargs, where), problems
+
+
+def _unparse(node: ast.expr) -> str:
+    try:
+        return ast.unparse(node)
+    except RecursionError:
+        return "(a deeply nested expression)"
 
 
 def _non_literal(name: str, arg: str, where: str) -> Diagnostic:
@@ -247,6 +277,11 @@ def _non_literal(name: str, arg: str, where: str) -> Diagnostic:
 
 def parse_calls(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     """The plan written as calls in ``text`` (None when there is no call at all) and its problems."""
+    if "<think" in text.lower():
+        # Calls drafted inside <think>/<thinking> reasoning do not count when the answer has calls.
+        outside = blank_thinking(text)
+        if _CALL_START.search(outside):
+            text = outside
     calls, diags, found = read_calls(text)
     if not found:
         return None, diags

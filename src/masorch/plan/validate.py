@@ -275,8 +275,12 @@ def _graph(
         return sinks[0], order
     if not sinks or not sink_rules:
         return None, order
-    reach = {s: ancestors(s, edges) for s in sinks}
-    main = max(reversed(sinks), key=lambda s: len(reach[s]))
+    if len(sinks) <= 16:  # the sink that gathers the most work is probably the intended one
+        main = max(reversed(sinks), key=lambda s: len(ancestors(s, edges)))
+    else:  # a pathological plan: keep this linear
+        has_in = {dst for _, dst in edges}
+        main = next((s for s in reversed(sinks) if s in has_in), sinks[-1])
+    upstream = ancestors(main, edges)
     out.append(
         diag(
             "multiple_sinks",
@@ -286,7 +290,7 @@ def _graph(
         )
     )
     for agent_id in order_ids:
-        if agent_id != main and agent_id not in reach[main]:
+        if agent_id != main and agent_id not in upstream:
             out.append(
                 diag(
                     "unreachable",
