@@ -1,0 +1,68 @@
+"""Summarise a GRPO run directory: per-step rewards and plan figures, a reward-curve PNG, before/after.
+
+    /work/main/.venv/bin/python bench/train_report.py RUN_DIR [--png docs/train/reward_curve.png]
+
+Reads ``RUN_DIR/log.jsonl`` and ``RUN_DIR/report.json`` written by ``masorch train grpo``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+COLUMNS = (
+    ("reward", "reward"),
+    ("rewards/correctness/mean", "correct"),
+    ("rewards/validity/mean", "valid"),
+    ("plan/agents_per_plan", "agents"),
+    ("plan/calls_per_plan", "calls"),
+    ("completions/mean_length", "len"),
+    ("step_time", "s/step"),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--png", type=Path, default=None, help="write the reward curve here")
+    args = parser.parse_args()
+    lines = [json.loads(x) for x in (args.run_dir / "log.jsonl").read_text().splitlines() if x.strip()]
+    steps = [x for x in lines if "loss" in x]
+    print("step " + " ".join(f"{short:>8}" for _, short in COLUMNS))
+    for s in steps:
+        cells = [f"{s[k]:8.3f}" if isinstance(s.get(k), (int, float)) else f"{'-':>8}" for k, _ in COLUMNS]
+        print(f"{s['step']:4d} " + " ".join(cells))
+    report_file = args.run_dir / "report.json"
+    if report_file.is_file():
+        report = json.loads(report_file.read_text())
+        print(
+            f"steps {report['steps']}, {report['seconds_per_step']:.1f} s/step, wall {report['wall_s']:.0f} s"
+        )
+        for tag in ("eval_before", "eval_after"):
+            print(tag, json.dumps(report[tag]))
+    if args.png and steps:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(6, 3.2), dpi=80)
+        x = [s["step"] for s in steps]
+        for key, label in (
+            ("reward", "reward (weighted)"),
+            ("rewards/correctness/mean", "correctness"),
+            ("rewards/validity/mean", "validity"),
+        ):
+            ax.plot(x, [s.get(key) or 0.0 for s in steps], marker="o", ms=3, label=label)
+        ax.set_xlabel("GRPO step")
+        ax.set_ylabel("mean over the batch")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(args.png)
+        print(f"wrote {args.png} ({args.png.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""``masorch train``: GRPO of an orchestrator on executed plans (TRL), and verl data export.
+
+* ``masorch train grpo --config FILE [--set KEY=VALUE ...]`` trains with TRL on this machine;
+* ``masorch train data --config FILE --out DIR`` writes the config's prompts as verl parquet;
+* ``masorch train grpo --show-config`` lists every config field with its default and meaning.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from masorch.errors import UsageError
+
+
+def _overrides(items: list[str]) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set {item!r} is not KEY=VALUE", hint="e.g. --set max_steps=5")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _show_config(console: Console) -> None:
+    from masorch.train.config import describe
+
+    table = Table("field", "default", "meaning", title="masorch train grpo: config fields")
+    for name, default, help_text in describe():
+        table.add_row(name, default, help_text)
+    console.print(table)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``train`` command group to ``app``."""
+    train_app = typer.Typer(help="Train an orchestrator with GRPO on executed plans.", no_args_is_help=True)
+    app.add_typer(train_app, name="train")
+
+    @train_app.command("grpo")
+    def grpo_cmd(
+        config: Path | None = typer.Option(None, "--config", help="YAML training config."),  # noqa: B008
+        set_: list[str] = typer.Option([], "--set", help="Override a top-level key: KEY=VALUE (YAML value)."),  # noqa: B008
+        show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
+    ) -> None:
+        """Train the orchestrator with TRL's GRPOTrainer; reward = the executed plan's correctness."""
+        console = Console()
+        if show_config:
+            _show_config(console)
+            return
+        if config is None:
+            raise UsageError("no --config given", hint="masorch train grpo --config train.yaml")
+        import logging
+
+        from masorch.train.config import load_config
+        from masorch.train.grpo import train_grpo
+
+        # The root logger is set up by masorch's main (WARNING); training progress is worth INFO.
+        logging.getLogger("masorch").setLevel(logging.INFO)
+        cfg = load_config(config, _overrides(set_))
+
+        def on_log(line: dict[str, Any]) -> None:
+            keys = (
+                "step",
+                "loss",
+                "reward",
+                "rewards/correctness/mean",
+                "plan/valid_rate",
+                "plan/calls_per_plan",
+            )
+            console.print(
+                " ".join(f"{k}={line[k]:.4g}" for k in keys if isinstance(line.get(k), (int, float)))
+            )
+
+        report = train_grpo(cfg, on_log=on_log)
+        console.print(
+            f"[bold]done[/]: {report.steps} steps, {report.seconds_per_step:.1f} s/step; "
+            f"model in {report.final_model}"
+        )
+        for tag, summary in (("before", report.eval_before), ("after", report.eval_after)):
+            if summary is not None:
+                console.print(f"held-out {tag}: {json.dumps(summary.to_dict())}")
+
+    @train_app.command("data")
+    def data_cmd(
+        config: Path = typer.Option(..., "--config", help="YAML training config (its train/eval sources)."),  # noqa: B008
+        out: Path = typer.Option(..., "--out", help="Directory for train.parquet and test.parquet."),  # noqa: B008
+    ) -> None:
+        """Write the config's prompts (orchestrator chat + grading) as verl parquet files."""
+        from masorch.agents.registry import default_registry
+        from masorch.train.config import load_config
+        from masorch.train.grpo import prompt_rows
+        from masorch.train.verl_data import write_parquet
+
+        cfg = load_config(config)
+        train_rows, held = prompt_rows(cfg, default_registry(max_tokens=cfg.subagent_max_tokens))
+        n = write_parquet(train_rows, out / "train.parquet", "train")
+        m = write_parquet(held, out / "test.parquet", "test") if held else 0
+        Console().print(f"wrote {n} train rows and {m} test rows to {out}")

@@ -1,0 +1,261 @@
+"""Reward components for training an orchestrator: pure, batched, ``(completions, **columns) -> list``.
+
+Every component follows TRL's reward-function contract: it takes the batch of completions (plan
+texts, or chat messages whose last message is the plan) and per-row columns as keyword lists, and
+returns one float per completion, or ``None`` where the component does not apply. Extra keywords
+are ignored, so one column dict can feed every component.
+
+* :func:`plan_validity` - 1.0 when the plan parses and validates under the row's DoM, else 0.0;
+* :func:`dom_compliance` - 1.0 when no DoM rule is broken (``dom_*`` diagnostics), else 0.0;
+  ``None`` when no plan could be read at all;
+* :func:`answer_correctness` - the scorer's value for the executed plan's answer; 0.0 for an
+  invalid plan or a run that did not finish ``ok`` (the paper's reward);
+* :func:`cost_penalty` - 0.0 within the call/token targets, falling linearly to ``-cap`` as the
+  larger overshoot ratio grows; ``None`` for a plan that was not executed.
+
+The columns ``status``, ``answer``, ``calls`` and ``tokens`` come from executing the plans
+(:mod:`masorch.train.rollout`); this module never executes anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from masorch.errors import UsageError
+from masorch.plan import DoM, Limits, check
+from masorch.plan.catalogue import KindSignature
+
+#: ``(prediction, ground_truth, question) -> value in [0, 1]``: how a correctness reward grades.
+AnswerScorer = Callable[[str, str, str], float]
+
+
+def completion_text(completion: Any) -> str:
+    """The plan text of a completion: a string, or the content of the last chat message.
+
+    >>> completion_text([{"role": "assistant", "content": "final_answer('4')"}])
+    "final_answer('4')"
+    """
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, Sequence) and completion and isinstance(completion[-1], Mapping):
+        return str(completion[-1].get("content", ""))
+    raise UsageError(
+        f"a completion must be text or a list of chat messages, got {type(completion).__name__}",
+        hint="pass the trainer's completions unchanged",
+    )
+
+
+def _dom(value: str | DoM) -> DoM:
+    try:
+        return value if isinstance(value, DoM) else DoM(str(value).lower())
+    except ValueError:
+        raise UsageError(f"unknown DoM {value!r} in the dom column", hint="use 'low' or 'high'") from None
+
+
+def _catalogue() -> Mapping[str, KindSignature]:
+    from masorch.agents.signatures import builtin_catalogue
+
+    return builtin_catalogue()
+
+
+def plan_validity(
+    completions: Sequence[Any],
+    *,
+    dom: Sequence[str],
+    catalogue: Mapping[str, KindSignature] | None = None,
+    limits: Limits | None = None,
+    **_: Any,
+) -> list[float | None]:
+    """1.0 for each completion whose plan parses and validates under its row's DoM, else 0.0.
+
+    >>> plan_validity(['create_agent(id="a", kind="cot", task="Solve it.")', "no plan"], dom=["low", "low"])
+    [1.0, 0.0]
+    """
+    cat = _catalogue() if catalogue is None else catalogue
+    lim = limits or Limits()
+    return [
+        1.0 if check(completion_text(c), _dom(d), cat, "auto", lim).valid else 0.0
+        for c, d in zip(completions, dom, strict=True)
+    ]
+
+
+def dom_compliance(
+    completions: Sequence[Any],
+    *,
+    dom: Sequence[str],
+    catalogue: Mapping[str, KindSignature] | None = None,
+    limits: Limits | None = None,
+    **_: Any,
+) -> list[float | None]:
+    """1.0 when a plan breaks no DoM rule, 0.0 when it does, None when no plan could be read.
+
+    >>> two = 'create_agent(id="a", kind="cot", task="x")\\ncreate_agent(id="b", kind="cot", task="y")'
+    >>> dom_compliance([two, two, "nothing"], dom=["low", "high", "low"])
+    [0.0, 1.0, None]
+    """
+    cat = _catalogue() if catalogue is None else catalogue
+    lim = limits or Limits()
+    out: list[float | None] = []
+    for c, d in zip(completions, dom, strict=True):
+        result = check(completion_text(c), _dom(d), cat, "auto", lim)
+        if result.plan is None:
+            out.append(None)
+            continue
+        broken = any(x.code.startswith("dom_") for x in result.diagnostics)
+        out.append(0.0 if broken else 1.0)
+    return out
+
+
+def answer_correctness(
+    completions: Sequence[Any],
+    *,
+    status: Sequence[str],
+    answer: Sequence[str],
+    ground_truth: Sequence[str],
+    scorer: Sequence[str] | str = "masbench",
+    question: Sequence[str] | None = None,
+    **_: Any,
+) -> list[float | None]:
+    """The scorer's value of each executed plan's answer; 0.0 unless the run finished ``ok``.
+
+    ``scorer`` names the grading per row (or one for all): ``masbench`` (integers mod 23, every
+    answer in order), or any scorer of :func:`masorch.score.scorer.get_scorer` (``math``, ``exact``,
+    ``f1``).
+
+    >>> answer_correctness(["p1", "p2", "p3"], status=["ok", "ok", "invalid_plan"],
+    ...                    answer=["17", "3", ""], ground_truth=["17", "17", "17"])
+    [1.0, 0.0, 0.0]
+    """
+    n = len(completions)
+    names = [scorer] * n if isinstance(scorer, str) else list(scorer)
+    questions = list(question) if question is not None else [""] * n
+    cache: dict[str, AnswerScorer] = {}
+    out: list[float | None] = []
+    for st, pred, gold, name, q in zip(status, answer, ground_truth, names, questions, strict=True):
+        if st != "ok":
+            out.append(0.0)
+            continue
+        grade = cache.get(name)
+        if grade is None:
+            grade = cache[name] = resolve_scorer(name)
+        out.append(float(grade(pred, gold, q)))
+    return out
+
+
+@dataclass(frozen=True)
+class CostTarget:
+    """What a plan may spend before the cost component turns negative, and its floor.
+
+    ``calls`` and ``tokens`` are targets per plan (None: not counted); the penalty is
+    ``-min(cap, max(0, ratio - 1))`` where ``ratio`` is the larger of spent/target.
+    """
+
+    calls: int | None = 8
+    tokens: int | None = None
+    cap: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("calls", "tokens"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise UsageError(
+                    f"cost target {name} must be > 0, got {value}", hint="use null for no target"
+                )
+        if self.cap < 0:
+            raise UsageError(f"cost cap must be >= 0, got {self.cap}", hint="e.g. cap: 1.0")
+
+
+def cost_penalty(
+    completions: Sequence[Any],
+    *,
+    status: Sequence[str],
+    calls: Sequence[int],
+    tokens: Sequence[int],
+    target: CostTarget | None = None,
+    **_: Any,
+) -> list[float | None]:
+    """0.0 within the targets, down to ``-cap`` as spending exceeds them; None for unexecuted plans.
+
+    >>> cost_penalty(["a", "b", "c", "d"], status=["ok", "ok", "budget", "invalid_plan"],
+    ...              calls=[4, 12, 40, 0], tokens=[0, 0, 0, 0], target=CostTarget(calls=8, cap=1.0))
+    [0.0, -0.5, -1.0, None]
+    """
+    t = target or CostTarget()
+    out: list[float | None] = []
+    for st, n_calls, n_tokens in zip(status, calls, tokens, strict=True):
+        if st == "invalid_plan":
+            out.append(None)
+            continue
+        ratios = [0.0]
+        if t.calls is not None:
+            ratios.append(n_calls / t.calls)
+        if t.tokens is not None:
+            ratios.append(n_tokens / t.tokens)
+        over = max(0.0, max(ratios) - 1.0)
+        out.append(-min(t.cap, over) if over else 0.0)
+    return out
+
+
+def _boxed(prediction: str) -> str:
+    # Sub-agents return the extracted answer ("17"); the math and MASBench scorers read boxes.
+    return prediction if "\\boxed" in prediction else "\\boxed{" + prediction + "}"
+
+
+def _masbench(prediction: str, ground_truth: str, question: str) -> float:
+    from masorch.score.masbench import parse_ground_truth, score_masbench
+
+    return 1.0 if score_masbench(_boxed(prediction), parse_ground_truth(ground_truth)).correct else 0.0
+
+
+@dataclass(frozen=True)
+class _Gold:
+    answer: str
+    question: str
+
+
+def _registry_scorer(name: str) -> AnswerScorer:
+    try:
+        from masorch.score.scorer import get_scorer
+    except ImportError as exc:
+        raise UsageError(
+            f"scorer {name!r} needs masorch.score.scorer, which this build lacks ({exc})",
+            hint="use scorer 'masbench', or a masorch with the eval scorers",
+        ) from None
+    # In-thread math-verify: no worker processes to leak from a reward called at every step.
+    impl = get_scorer(name, isolation="thread") if name == "math" else get_scorer(name)
+    import inspect
+
+    if inspect.iscoroutinefunction(impl.score):
+        raise UsageError(f"scorer {name!r} is async", hint="rewards use sync scorers: math, exact or f1")
+
+    def grade(prediction: str, ground_truth: str, question: str) -> float:
+        text = _boxed(prediction) if name == "math" else prediction
+        result: Any = impl.score(text, _Gold(ground_truth, question))
+        return float(result.value)
+
+    return grade
+
+
+def resolve_scorer(name: str) -> AnswerScorer:
+    """The grading function a scorer name stands for (``masbench`` or a registry scorer).
+
+    >>> resolve_scorer("masbench")("3, 17", "3<<horizon>>17", "")
+    1.0
+    """
+    if name == "masbench":
+        return _masbench
+    return _registry_scorer(name)
+
+
+#: The components by name, in the order they are logged.
+COMPONENTS: dict[str, Callable[..., list[float | None]]] = {
+    "correctness": answer_correctness,
+    "validity": plan_validity,
+    "dom": dom_compliance,
+    "cost": cost_penalty,
+}
+
+#: The paper's reward: correctness only (an invalid plan earns 0); the others are logged at weight 0.
+DEFAULT_WEIGHTS: dict[str, float] = {"correctness": 1.0, "validity": 0.0, "dom": 0.0, "cost": 0.0}

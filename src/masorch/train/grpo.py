@@ -1,0 +1,264 @@
+"""GRPO on one machine with TRL: sample K whole plans per prompt, execute each, reward its answer.
+
+:func:`train_grpo` wires the pieces together through TRL's extension points only: the prompt
+dataset (:mod:`masorch.train.data`), the reward functions (:class:`masorch.train.rewards.PlanRewards`,
+one per component, weighted by ``GRPOConfig.reward_weights``), a ``TrainerCallback`` that appends
+every log line to ``<output_dir>/log.jsonl``, and peft's ``LoraConfig`` for LoRA. The final model
+is saved as a plain Hugging Face checkpoint in ``<output_dir>/final`` (LoRA merged), loadable by
+``transformers``, by ``masorch`` as ``hf:<dir>`` and servable by vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from masorch.agents.base import AgentRegistry
+from masorch.backends.base import Backend
+from masorch.errors import UsageError, require_extra
+from masorch.run.budget import Budget
+from masorch.run.executor import RoleBackends
+from masorch.score.rewards import CostTarget
+from masorch.train.config import TrainConfig
+from masorch.train.data import Row, build_rows
+from masorch.train.evaluate import EvalSummary, evaluate_rows
+from masorch.train.rewards import PlanRewards
+from masorch.train.rollout import PlanExecutor, RolloutSettings
+
+logger = logging.getLogger(__name__)
+
+LOG_FILE = "log.jsonl"
+REPORT_FILE = "report.json"
+
+
+@dataclass
+class TrainReport:
+    """What a training run did: steps, time per step, per-step logs, and the before/after evaluation."""
+
+    output_dir: str
+    final_model: str
+    steps: int
+    seconds_per_step: float
+    wall_s: float
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    eval_before: EvalSummary | None = None
+    eval_after: EvalSummary | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (the content of ``report.json``)."""
+        return {
+            "output_dir": self.output_dir,
+            "final_model": self.final_model,
+            "steps": self.steps,
+            "seconds_per_step": self.seconds_per_step,
+            "wall_s": self.wall_s,
+            "eval_before": self.eval_before.to_dict() if self.eval_before else None,
+            "eval_after": self.eval_after.to_dict() if self.eval_after else None,
+            "logs": self.logs,
+        }
+
+
+def rollout_settings(cfg: TrainConfig) -> RolloutSettings:
+    """The per-plan limits of a config."""
+    return RolloutSettings(
+        dialect="auto",
+        budget=Budget(max_calls=cfg.plan_max_calls, max_tokens=cfg.plan_max_tokens),
+        deadline_s=cfg.plan_deadline_s,
+        concurrency=cfg.concurrency,
+    )
+
+
+def subagent_backend(cfg: TrainConfig) -> Backend:
+    """The sub-agent backend of a config, wrapped in the record/replay cache unless it is off."""
+    from masorch.backends.registry import BackendSettings, make_backend
+
+    cache = Path(cfg.cache_path) if cfg.cache_path else Path(cfg.output_dir) / "subagent_cache.sqlite"
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    settings = BackendSettings(cache_path=cache, cache_mode=cfg.cache_mode)  # type: ignore[arg-type]
+    return make_backend(cfg.subagent, settings=settings)
+
+
+def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], list[Row]]:
+    """Training rows and held-out rows (``eval`` sources, else the last ``eval_limit`` train rows)."""
+    budget = Budget(max_calls=cfg.plan_max_calls, max_tokens=cfg.plan_max_tokens)
+    catalogue = agents.catalogue()
+    train = build_rows(cfg.train, dom=cfg.dom, dialect=cfg.dialect, catalogue=catalogue, budget=budget)
+    if cfg.eval_limit <= 0:
+        return train, []
+    if cfg.eval:
+        held = build_rows(cfg.eval, dom=cfg.dom, dialect=cfg.dialect, catalogue=catalogue, budget=budget)
+        return train, held[: cfg.eval_limit]
+    if len(train) <= cfg.eval_limit:
+        raise UsageError(
+            f"{len(train)} train rows cannot spare {cfg.eval_limit} held-out rows",
+            hint="add eval sources, lower eval_limit, or raise the train limit",
+        )
+    return train[: -cfg.eval_limit], train[-cfg.eval_limit :]
+
+
+def _grpo_args(cfg: TrainConfig, weights: list[float]) -> Any:
+    from trl import GRPOConfig
+
+    args: dict[str, Any] = {
+        "output_dir": cfg.output_dir,
+        "per_device_train_batch_size": cfg.batch_size,
+        "num_generations": cfg.num_generations,
+        "max_steps": cfg.max_steps,
+        "learning_rate": cfg.learning_rate,
+        "beta": cfg.beta,
+        "temperature": cfg.temperature,
+        "max_completion_length": cfg.max_completion_length,
+        "logging_steps": cfg.logging_steps,
+        "save_strategy": "steps" if cfg.save_steps else "no",
+        "save_steps": cfg.save_steps or 500,
+        "seed": cfg.seed,
+        "reward_weights": weights,
+        "report_to": [],
+        "gradient_accumulation_steps": 1,
+        "bf16": False,
+        "disable_tqdm": True,
+    }
+    import torch
+
+    if not torch.cuda.is_available():
+        args["use_cpu"] = True
+    args.update(cfg.trl)
+    return GRPOConfig(**args)
+
+
+def _log_callback(
+    path: Path, on_log: Callable[[dict[str, Any]], None] | None, max_train_s: float | None
+) -> Any:
+    from transformers import TrainerCallback
+
+    class JsonlLog(TrainerCallback):
+        """Appends every trainer log line (with its step and wall time) to a JSONL file.
+
+        With ``max_train_s``, it also asks the trainer to stop after the step that passes that
+        time, so a bounded run still ends with a saved model and its evaluation.
+        """
+
+        def __init__(self) -> None:
+            self.t0 = time.monotonic()
+            self.lines: list[dict[str, Any]] = []
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.t0 = time.monotonic()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if max_train_s is not None and time.monotonic() - self.t0 >= max_train_s:
+                logger.info("max_train_s=%g reached after step %d: stopping", max_train_s, state.global_step)
+                control.should_training_stop = True
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            line = {"step": state.global_step, "wall_s": round(time.monotonic() - self.t0, 2), **(logs or {})}
+            self.lines.append(line)
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line) + "\n")
+            if on_log is not None:
+                on_log(line)
+
+    return JsonlLog()
+
+
+def train_grpo(
+    cfg: TrainConfig,
+    *,
+    subagent: Backend | None = None,
+    agents: AgentRegistry | None = None,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+) -> TrainReport:
+    """Run GRPO as ``cfg`` says; ``subagent``/``agents`` replace the configured ones (tests)."""
+    for mod in ("torch", "transformers", "trl", "datasets"):
+        require_extra(mod, "train")
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from masorch.agents.registry import default_registry
+    from masorch.train.gguf import load_policy
+    from masorch.train.hf_backend import HFBackend
+
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / LOG_FILE).unlink(missing_ok=True)
+    t_start = time.monotonic()
+    agents = agents or default_registry(max_tokens=cfg.subagent_max_tokens)
+    backends = RoleBackends(subagent=subagent or subagent_backend(cfg))
+    settings = rollout_settings(cfg)
+    executor = PlanExecutor(agents, backends, settings)
+    cost = CostTarget(calls=cfg.cost_target_calls, tokens=cfg.cost_target_tokens, cap=cfg.cost_cap)
+    rewards = PlanRewards(executor, weights=cfg.reward_weights, cost_target=cost)
+    try:
+        train_rows, held_rows = prompt_rows(cfg, agents)
+        logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
+        model, tokenizer = load_policy(cfg.model)
+
+        def evaluate(tag: str, policy: Any) -> EvalSummary | None:
+            if not held_rows:
+                return None
+            t0 = time.monotonic()
+            policy.eval()
+            summary = rewards.loop.run(
+                evaluate_rows(
+                    held_rows,
+                    orchestrator=HFBackend(policy, tokenizer, name=tag),
+                    executor=executor,
+                    max_plan_tokens=cfg.max_completion_length,
+                )
+            )
+            logger.info("eval %s (%.0f s): %s", tag, time.monotonic() - t0, summary)
+            return summary
+
+        before = evaluate("before", model)
+        peft_config = None
+        if cfg.lora:
+            require_extra("peft", "train")
+            from peft import LoraConfig
+
+            peft_config = LoraConfig(
+                r=cfg.lora_r,
+                lora_alpha=cfg.lora_alpha,
+                lora_dropout=cfg.lora_dropout,
+                target_modules=cfg.lora_target_modules,
+                task_type="CAUSAL_LM",
+            )
+        callback = _log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=list[Any](rewards.reward_funcs()),
+            args=_grpo_args(cfg, rewards.reward_weights()),
+            train_dataset=Dataset.from_list(train_rows),
+            processing_class=tokenizer,
+            peft_config=peft_config,
+            callbacks=[callback],
+        )
+        t_train = time.monotonic()
+        trainer.train()
+        train_s = time.monotonic() - t_train
+        steps = int(trainer.state.global_step)
+        final = out / "final"
+        policy: Any = trainer.model
+        if cfg.lora:
+            policy = policy.merge_and_unload()
+        policy.save_pretrained(final)
+        tokenizer.save_pretrained(final)
+        after = evaluate("after", policy)
+        report = TrainReport(
+            output_dir=str(out),
+            final_model=str(final),
+            steps=steps,
+            seconds_per_step=train_s / max(1, steps),
+            wall_s=time.monotonic() - t_start,
+            logs=callback.lines,
+            eval_before=before,
+            eval_after=after,
+        )
+        (out / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2), encoding="utf-8")
+        return report
+    finally:
+        rewards.close()

@@ -1,0 +1,36 @@
+"""``masorch train``: config listing, usage errors and verl parquet export (no training here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from masorch.cli.main import main
+
+
+def test_show_config_lists_fields(capsys):
+    assert main(["train", "grpo", "--show-config"]) == 0
+    out = capsys.readouterr().out
+    assert "num_generations" in out and "reward_weights" in out
+
+
+def test_missing_config_is_a_usage_error(capsys):
+    assert main(["train", "grpo"]) == 2
+    assert "--config" in capsys.readouterr().err
+
+
+def test_bad_override_is_a_usage_error(tmp_path: Path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("train: [{kind: masbench_gen, count: 2}]\n")
+    assert main(["train", "grpo", "--config", str(cfg), "--set", "max_steps"]) == 2
+
+
+def test_data_writes_verl_parquet(tmp_path: Path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("train: [{kind: masbench_gen, values: '2', count: 5}]\neval_limit: 2\ndom: high\n")
+    assert main(["train", "data", "--config", str(cfg), "--out", str(tmp_path / "verl")]) == 0
+    train = pq.read_table(tmp_path / "verl" / "train.parquet").to_pylist()
+    test = pq.read_table(tmp_path / "verl" / "test.parquet").to_pylist()
+    assert len(train) == 3 and len(test) == 2
+    assert train[0]["extra_info"]["dom"] == "high" and train[0]["prompt"][0]["role"] == "system"

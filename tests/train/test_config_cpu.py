@@ -1,0 +1,97 @@
+"""The training config: YAML in, typed and checked fields out; prompt rows built from sources."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from masorch.agents.signatures import builtin_catalogue
+from masorch.errors import UsageError
+from masorch.train.config import SourceConfig, TrainConfig, describe, load_config
+from masorch.train.data import build_rows
+from masorch.train.gguf import resolve_model
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+def test_yaml_config_reads_nested_sources_and_overrides(tmp_path: Path) -> None:
+    p = write(
+        tmp_path,
+        "train:\n  - {kind: masbench_gen, axis: depth, values: '2-3', count: 4}\n"
+        "reward_weights: {correctness: 1.0, validity: 0.5}\nlearning_rate: 1\nmax_steps: 3\n",
+    )
+    cfg = load_config(p, {"max_steps": 7})
+    assert cfg.max_steps == 7 and cfg.learning_rate == 1.0 and isinstance(cfg.learning_rate, float)
+    assert cfg.train == [SourceConfig(kind="masbench_gen", axis="depth", values="2-3", count=4)]
+    assert cfg.reward_weights == {"correctness": 1.0, "validity": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("train: [{kind: masbench_gen}]\nmax_step: 3\n", "did you mean 'max_steps'"),
+        ("train: [{kind: masbench_gen}]\nmax_steps: many\n", "must be int"),
+        ("train: [{kind: masbench_gen, axes: depth}]\n", r"config.train\[0\].axes"),
+        ("train: [{kind: masbench_gen}]\nnum_generations: 4\nbatch_size: 6\n", "multiple"),
+        ("train: [{kind: masbench_gen}]\ndom: medium\n", "dom"),
+        ("max_steps: 3\n", "no train sources"),
+        ("- a list\n", "mapping"),
+    ],
+)
+def test_bad_configs_name_the_problem(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(UsageError, match=match):
+        load_config(write(tmp_path, text))
+
+
+def test_every_field_documents_itself() -> None:
+    rows = describe()
+    assert all(help_text for _, _, help_text in rows)
+    names = [n for n, _, _ in rows]
+    assert "reward_weights" in names and "train[] / eval[]: path" in names
+
+
+def test_rows_carry_the_orchestrator_prompt_with_the_dom_and_grading() -> None:
+    src = SourceConfig(kind="masbench_gen", axis="depth", values="2", count=3, limit=2)
+    rows = build_rows([src], dom="low", dialect="calls", catalogue=builtin_catalogue())
+    assert len(rows) == 2
+    r = rows[0]
+    assert [m["role"] for m in r["prompt"]] == ["system", "user"]
+    assert r["question"] in r["prompt"][1]["content"]
+    assert "LOW" in r["prompt"][0]["content"].upper()
+    assert (r["dom"], r["scorer"], r["data_source"]) == ("low", "masbench", "masbench/depth")
+    assert r["ground_truth"].isdigit()
+
+
+def test_masbench_file_source_and_bad_sources(tmp_path: Path) -> None:
+    from masorch.masbench.axes import generate_instance
+    from masorch.masbench.export import write_records
+
+    path = tmp_path / "d.jsonl"
+    write_records(path, [generate_instance("depth", 2, split="test", seed=0, index=i) for i in range(2)])
+    rows = build_rows(
+        [SourceConfig(kind="masbench", path=str(path))],
+        dom="high",
+        dialect="calls",
+        catalogue=builtin_catalogue(),
+    )
+    assert len(rows) == 2 and rows[0]["dom"] == "high"
+    with pytest.raises(UsageError, match="kind"):
+        build_rows([SourceConfig(kind="web")], dom="low", dialect="calls", catalogue=builtin_catalogue())
+    with pytest.raises(UsageError, match="path"):
+        build_rows([SourceConfig(kind="masbench")], dom="low", dialect="calls", catalogue=builtin_catalogue())
+
+
+def test_model_specs_resolve_to_gguf_files_or_dirs(tmp_path: Path) -> None:
+    assert resolve_model("local:/m/q.gguf").gguf_file == "q.gguf"
+    assert not resolve_model("runs/final").is_gguf
+    with pytest.raises(UsageError, match="models pull"):
+        resolve_model("local:smollm2-135m", models_dir=tmp_path)
+
+
+def test_default_config_is_the_papers_reward() -> None:
+    assert TrainConfig().reward_weights == {"correctness": 1.0, "validity": 0.0, "dom": 0.0, "cost": 0.0}

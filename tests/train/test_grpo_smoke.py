@@ -1,0 +1,64 @@
+"""A 2-step GRPO run with TRL on the smallest embedded model (needs `masorch models pull smollm2-135m`)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("trl")
+pytest.importorskip("peft")
+
+from masorch.backends.models import ModelStore
+from masorch.backends.scripted import ScriptedBackend
+from masorch.train.config import SourceConfig, TrainConfig
+from masorch.train.grpo import LOG_FILE, REPORT_FILE, train_grpo
+
+pytestmark = pytest.mark.model
+
+
+@pytest.fixture(scope="module")
+def smollm2() -> str:
+    status = {m.name: m for m in ModelStore().list()}["smollm2-135m"]
+    if not status.cached:
+        pytest.skip("smollm2-135m is not pulled (masorch models pull smollm2-135m)")
+    return "local:smollm2-135m"
+
+
+@pytest.mark.timeout(900)
+def test_two_grpo_steps_log_rewards_and_save_a_loadable_checkpoint(tmp_path: Path, smollm2: str) -> None:
+    cfg = TrainConfig(
+        model=smollm2,
+        lora=True,
+        lora_target_modules=["q_proj", "v_proj"],
+        train=[SourceConfig(kind="masbench_gen", axis="depth", values="2", count=2)],
+        eval_limit=0,
+        num_generations=2,
+        batch_size=2,
+        max_steps=2,
+        max_completion_length=12,
+        output_dir=str(tmp_path / "run"),
+    )
+    report = train_grpo(cfg, subagent=ScriptedBackend(lambda m, c: "\\boxed{3}"))
+    assert report.steps == 2
+    steps = [line for line in report.logs if "loss" in line]
+    assert len(steps) == 2
+    for line in steps:
+        assert math.isfinite(line["loss"])
+        for name in ("correctness", "validity", "dom", "cost"):
+            assert f"rewards/{name}/mean" in line
+        assert "plan/valid_rate" in line and "plan/calls_per_plan" in line
+    on_disk = [json.loads(x) for x in (tmp_path / "run" / LOG_FILE).read_text().splitlines()]
+    assert len(on_disk) == len(report.logs)
+    assert json.loads((tmp_path / "run" / REPORT_FILE).read_text())["steps"] == 2
+
+    from masorch.backends.base import GenerateConfig, Message
+    from masorch.train.hf_backend import make_orchestrator
+
+    orchestrator = make_orchestrator(f"hf:{report.final_model}")
+    import asyncio
+
+    out = asyncio.run(orchestrator.complete([Message("user", "Hi")], GenerateConfig(max_tokens=4)))
+    assert out.usage.completion_tokens >= 1
