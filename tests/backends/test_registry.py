@@ -96,3 +96,10 @@ async def test_settings_can_wrap_backends_in_the_cache(tmp_path: Path) -> None:
         assert not first.cached and second.cached and server.request_count == 1
     with pytest.raises(UsageError):
         BackendSettings(cache_mode="maybe")  # type: ignore[arg-type]
+
+
+def test_hf_provider_needs_the_train_extra_or_a_checkpoint(tmp_path):
+    # Without torch/transformers it names the extra; with them, a missing checkpoint is a clean error.
+    with pytest.raises(UsageError) as info:
+        make_backend(f"hf:{tmp_path / 'no-such-checkpoint'}")
+    assert info.value.hint

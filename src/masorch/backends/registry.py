@@ -7,6 +7,7 @@
 ``vllm:<url>#<model>``     an OpenAI-compatible server at ``url`` (vLLM, SGLang, llama.cpp server,
                            Ollama); its key, if any, from settings or ``MASORCH_VLLM_API_KEY``
 ``local:<name or path>``   an embedded GGUF model (``masorch models list``) or a ``.gguf`` file
+``hf:<checkpoint dir>``    a Hugging Face checkpoint in-process via transformers (``masorch[train]``)
 ``scripted:<name>``        tests only: scripted backends are built in code
 =========================  =====================================================================
 """
@@ -25,7 +26,7 @@ from masorch.backends.models import ModelStore
 from masorch.backends.openai_compat import OpenAIBackend, Pricing, RetryPolicy, SchemaFormat, redact_url
 from masorch.errors import UsageError
 
-PROVIDERS: tuple[str, ...] = ("openai", "vllm", "local", "scripted")
+PROVIDERS: tuple[str, ...] = ("openai", "vllm", "local", "hf", "scripted")
 VLLM_KEY_ENV = "MASORCH_VLLM_API_KEY"
 
 
@@ -87,6 +88,11 @@ def make_backend(
         backend = _vllm(rest, settings, env)
     elif provider == "local":
         backend = _local(rest, settings)
+    elif provider == "hf":
+        # A Hugging Face checkpoint (e.g. a GRPO output) in-process; torch lives in masorch.train only.
+        from masorch.train.hf_backend import make_orchestrator
+
+        backend = make_orchestrator(spec)
     elif provider == "scripted":
         raise UsageError(
             "scripted backends are built in code, not from a model string",
