@@ -1,0 +1,111 @@
+"""Pure parsers from the raw records of each source file to :class:`Sample` lists, and the corpus builder."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from masorch.errors import UsageError
+from masorch.eval.datasets.types import Sample
+
+_MMATH_KEYS = ("question", "answer", "data_source", "data_source_id")
+_HOTPOT_KEYS = ("_id", "question", "answer", "context")
+
+
+def strip_math_delimiters(text: str) -> str:
+    """Drop one pair of surrounding ``$...$`` / ``$$...$$`` and outer whitespace.
+
+    >>> strip_math_delimiters("$\\\\frac{3}{4}$")
+    '\\\\frac{3}{4}'
+    >>> strip_math_delimiters(" 204 ")
+    '204'
+    """
+    text = text.strip()
+    for delim in ("$$", "$"):
+        if len(text) > 2 * len(delim) and text.startswith(delim) and text.endswith(delim):
+            return text[len(delim) : -len(delim)].strip()
+    return text
+
+
+def _require(record: object, keys: Sequence[str], where: str) -> Mapping[str, Any]:
+    if not isinstance(record, Mapping):
+        raise UsageError(
+            f"{where}: expected a JSON object, got {type(record).__name__}",
+            hint="the cached file is corrupt or not the pinned one: pull again with --force",
+            code="data_format",
+        )
+    missing = [k for k in keys if k not in record]
+    if missing:
+        raise UsageError(
+            f"{where} lacks field(s) {', '.join(missing)}",
+            hint="the cached file is corrupt or not the pinned one: pull again with --force",
+            code="data_format",
+        )
+    return record
+
+
+def parse_mmath(records: Iterable[object], *, dataset: str, data_source: str) -> list[Sample]:
+    """The MMATH records whose ``data_source`` equals ``data_source``, as samples of ``dataset``.
+
+    Ids are ``<dataset>/<data_source_id>`` (for MATH-500 the index into the original 500 problems);
+    answers lose their surrounding ``$`` (the raw form stays in ``meta["raw_answer"]``).
+    """
+    samples: list[Sample] = []
+    for index, raw in enumerate(records):
+        record = _require(raw, _MMATH_KEYS, f"MMATH record {index}")
+        if record["data_source"] != data_source:
+            continue
+        raw_answer = str(record["answer"])
+        samples.append(
+            Sample(
+                id=f"{dataset}/{record['data_source_id']}",
+                question=str(record["question"]).strip(),
+                answer=strip_math_delimiters(raw_answer),
+                dataset=dataset,
+                meta={
+                    "data_source": record["data_source"],
+                    "data_source_id": record["data_source_id"],
+                    "gid": record.get("gid"),
+                    "raw_answer": raw_answer,
+                },
+            )
+        )
+    return samples
+
+
+def parse_hotpotqa(records: Iterable[object], *, dataset: str = "hotpotqa") -> list[Sample]:
+    """HotpotQA records (official dev format) as samples; ``meta`` keeps type, level, facts and context."""
+    samples: list[Sample] = []
+    for index, raw in enumerate(records):
+        record = _require(raw, _HOTPOT_KEYS, f"HotpotQA record {index}")
+        samples.append(
+            Sample(
+                id=str(record["_id"]),
+                question=str(record["question"]).strip(),
+                answer=str(record["answer"]).strip(),
+                dataset=dataset,
+                meta={
+                    "type": record.get("type"),
+                    "level": record.get("level"),
+                    "supporting_facts": [list(f) for f in record.get("supporting_facts", [])],
+                    "context": [[title, list(sents)] for title, sents in record["context"]],
+                },
+            )
+        )
+    return samples
+
+
+def iter_corpus(records: Iterable[object]) -> Iterator[dict[str, str]]:
+    """Every context paragraph of HotpotQA records, deduplicated by title (first occurrence wins).
+
+    Yields ``{"id", "title", "text"}`` with ids ``"0"``, ``"1"``, ... in first-seen order; the text is
+    the paragraph's sentences joined as in the official file (sentences carry their own spacing).
+    """
+    seen: set[str] = set()
+    for index, raw in enumerate(records):
+        record = _require(raw, ("context",), f"HotpotQA record {index}")
+        for title, sentences in record["context"]:
+            if title in seen:
+                continue
+            seen.add(title)
+            yield {"id": str(len(seen) - 1), "title": str(title), "text": "".join(sentences).strip()}
