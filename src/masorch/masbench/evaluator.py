@@ -1,0 +1,238 @@
+"""An independent solver: reads a task's rendered text (and its worlds' item levels) and solves it.
+
+It shares no code with the generator: it parses the sentences, rebuilds the dependency graph from the
+text, computes every answer mod 23 and measures the five axes from what it read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+_MOD = 23
+_PROBLEM = re.compile(r"^Problem (\d+):$", re.M)
+_SENTENCE = re.compile(r"The number of each ([^.']+)'s ([^.']+?) equals ([^.]+)\.")
+_NEEDLE = re.compile(r"One of the special magic numbers for (\S+) is: (\d+)\.")
+_QUESTION = re.compile(r"^Question: How many (.+) does (.+) have\?$", re.M)
+_NEEDLE_Q = re.compile(r"^Question: What is the special magic number for (\S+) mentioned", re.M)
+_NOTE = re.compile(r"^Note: ", re.M)
+_ANSWER_REF = re.compile(r"\[answer(\d+)\]")
+
+
+class EvaluationError(ValueError):
+    """The text could not be read or solved (unknown name, missing definition, cycle)."""
+
+
+@dataclass
+class ProblemReading:
+    """What the evaluator read and computed for one problem of a task."""
+
+    answer: int
+    depth: int = 0
+    breadth: int = 0
+    refs: list[int] = field(default_factory=list)
+    note: bool = False
+
+
+@dataclass
+class TextSolution:
+    """Answers and axes measured from a task's text."""
+
+    answers: list[int]
+    problems: list[ProblemReading]
+    measured: dict[str, int]
+
+
+class _Names:
+    def __init__(self, worlds: list[dict[str, Any]]) -> None:
+        self.item_level: dict[str, tuple[int, int]] = {}
+        self.category_level: dict[tuple[int, str], int] = {}
+        for wi, world in enumerate(worlds):
+            for li, level in enumerate(world["levels"]):
+                self.category_level[(wi, level["category"])] = li
+                for item in level["items"]:
+                    self.item_level[item] = (wi, li)
+
+
+def _split_problems(text: str) -> list[str]:
+    marks = list(_PROBLEM.finditer(text))
+    if not marks:
+        return [text]
+    return [
+        text[m.end() : (marks[i + 1].start() if i + 1 < len(marks) else len(text))]
+        for i, m in enumerate(marks)
+    ]
+
+
+def _ref(text: str) -> tuple[str, str]:
+    m = _ANSWER_REF.fullmatch(text)
+    if m:
+        return ("answer", m.group(1))
+    if not text.startswith("each ") or "'s " not in text:
+        raise EvaluationError(f"cannot read the quantity {text!r}")
+    owner, _, target = text[5:].partition("'s ")
+    return (owner, target)
+
+
+def _rhs(text: str) -> tuple[str, int, str, list[tuple[str, str]]]:
+    """(modifier, constant, combine, refs) of a right-hand side."""
+    if text.isdigit():
+        return ("", int(text), "const", [])
+    mod, const = "", 0
+    m = re.fullmatch(r"(\d+) (more than|times as much as) (.+)", text)
+    if m:
+        mod, const, text = ("plus" if m.group(2) == "more than" else "times"), int(m.group(1)), m.group(3)
+    if text.startswith("the sum of "):
+        return (mod, const, "sum", [_ref(t) for t in re.split(r", | and ", text[len("the sum of ") :])])
+    if text.startswith("the difference of "):
+        a, sep, b = text[len("the difference of ") :].partition(" and ")
+        if not sep:
+            raise EvaluationError(f"cannot read the difference {text!r}")
+        return (mod, const, "diff", [_ref(a), _ref(b)])
+    return (mod, const, "one", [_ref(text)])
+
+
+class _Solver:
+    def __init__(self, defs: dict[tuple[str, str], str], names: _Names, answers: dict[int, int]) -> None:
+        self.defs = {k: _rhs(v) for k, v in defs.items()}
+        self.names = names
+        self.answers = answers
+        self.values: dict[tuple[str, str], int] = {}
+        self.depths: dict[tuple[str, str], int] = {}
+        self.deps: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self.active: set[tuple[str, str]] = set()
+
+    def is_total(self, key: tuple[str, str]) -> bool:
+        return key[1] not in self.names.item_level
+
+    def children(self, owner: str) -> list[tuple[str, str]]:
+        return [k for k in self.defs if k[0] == owner]
+
+    def value(self, key: tuple[str, str]) -> int:
+        if key[0] == "answer":
+            if int(key[1]) not in self.answers:
+                raise EvaluationError(f"[answer{key[1]}] is used before Problem {key[1]} is solved")
+            return self.answers[int(key[1])]
+        if key in self.values:
+            return self.values[key]
+        if key in self.active:
+            raise EvaluationError(f"the definition of {key} is circular")
+        self.active.add(key)
+        if self.is_total(key):
+            val, deps = self._total(key)
+        elif key in self.defs:
+            mod, const, combine, refs = self.defs[key]
+            vals = [self.value(r) for r in refs]
+            base = const if combine == "const" else vals[0] - vals[1] if combine == "diff" else sum(vals)
+            val = base + const if mod == "plus" else base * const if mod == "times" else base
+            deps = refs
+        else:
+            raise EvaluationError(f"'each {key[0]}'s {key[1]}' is used but never stated")
+        self.active.discard(key)
+        self.deps[key] = deps
+        self.values[key] = val % _MOD
+        real = [d for d in deps if d[0] != "answer"]
+        self.depths[key] = 1 + max((self.depths[d] for d in real), default=0)
+        return self.values[key]
+
+    def _total(self, key: tuple[str, str]) -> tuple[int, list[tuple[str, str]]]:
+        owner, category = key
+        if owner not in self.names.item_level:
+            raise EvaluationError(f"unknown item {owner!r}")
+        wi, owner_level = self.names.item_level[owner]
+        level = self.names.category_level.get((wi, category))
+        if level is None or level <= owner_level:
+            raise EvaluationError(f"{owner!r} cannot hold {category!r}")
+        total, deps = 0, []
+        for child in self.children(owner):
+            count = self.value(child)
+            deps.append(child)
+            if self.names.item_level[child[1]][1] == level:
+                total += count
+            else:
+                inner = (child[1], category)
+                total += count * self.value(inner)
+                deps.append(inner)
+        return total, deps
+
+    def needed(self, query: tuple[str, str]) -> list[tuple[str, str]]:
+        seen: dict[tuple[str, str], None] = {}
+        stack = [query]
+        while stack:
+            k = stack.pop()
+            if k in seen or k[0] == "answer":
+                continue
+            seen[k] = None
+            stack.extend(self.deps[k])
+        return list(seen)
+
+
+def _solve_block(
+    block: str, names: _Names, answers: dict[int, int], defs: dict[tuple[str, str], str]
+) -> ProblemReading:
+    note = bool(_NOTE.search(block))
+    nq = _NEEDLE_Q.search(block)
+    if nq:
+        for m in _NEEDLE.finditer(block):
+            if m.group(1) == nq.group(1):
+                return ProblemReading(answer=int(m.group(2)) % _MOD, note=note)
+        raise EvaluationError(f"no magic number for {nq.group(1)!r} in the text")
+    q = _QUESTION.search(block)
+    if not q:
+        raise EvaluationError("a problem has no question")
+    solver = _Solver(defs, names, answers)
+    query = (q.group(2), q.group(1))
+    answer = solver.value(query)
+    needed = solver.needed(query)
+    breadth = max(len({d for d in solver.deps[k] if d[0] != "answer"}) for k in needed)
+    refs = sorted({int(d[1]) for k in needed for d in solver.deps[k] if d[0] == "answer"})
+    return ProblemReading(answer, solver.depths[query], breadth, refs, note)
+
+
+def _definitions(block: str) -> dict[tuple[str, str], str]:
+    defs: dict[tuple[str, str], str] = {}
+    for m in _SENTENCE.finditer(block):
+        key = (m.group(1), m.group(2))
+        if key in defs:
+            raise EvaluationError(f"'each {key[0]}'s {key[1]}' is stated twice")
+        defs[key] = m.group(3)
+    return defs
+
+
+def solve_text(text: str, worlds: list[dict[str, Any]], *, joint: bool = False) -> TextSolution:
+    """Solve every problem of a task text; ``joint`` reads all problems' sentences as one context."""
+    names = _Names(worlds)
+    blocks = _split_problems(text)
+    shared = _definitions(text) if joint else None
+    answers: dict[int, int] = {}
+    readings = []
+    for i, block in enumerate(blocks, 1):
+        reading = _solve_block(block, names, answers, shared if shared is not None else _definitions(block))
+        answers[i] = reading.answer
+        readings.append(reading)
+    return TextSolution([r.answer for r in readings], readings, _measure(readings))
+
+
+def _measure(readings: list[ProblemReading]) -> dict[str, int]:
+    n = len(readings)
+    longest = [1] * n
+    parent = list(range(n))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            i = parent[i]
+        return i
+
+    for i, r in enumerate(readings):
+        for j in r.refs:
+            longest[i] = max(longest[i], longest[j - 1] + 1)
+            parent[root(j - 1)] = root(i)
+    igsm = [r for r in readings if r.depth]
+    return {
+        "depth": max((r.depth for r in igsm), default=0),
+        "horizon": max(longest),
+        "breadth": max((r.breadth for r in igsm), default=0),
+        "parallel": len({root(i) for i in range(n)}),
+        "robustness": n if any(r.note for r in readings) else 0,
+    }
