@@ -352,33 +352,15 @@ class OpenAIBackend:
         return _AttemptFailed(err, retry_after)
 
     def _parse(self, data: Any, messages: Sequence[Message], config: GenerateConfig) -> Completion:
-        def bad(why: str) -> BackendError:
-            return BackendError(
-                f"the server's reply is not a chat completion: {why}",
+        try:
+            text, tool_calls, finish = parse_chat_choice(data)
+        except ValueError as exc:
+            raise BackendError(
+                f"the server's reply is not a chat completion: {self._redact(str(exc))[:300]}",
                 hint="check that the base URL points at an OpenAI-compatible /v1 endpoint",
                 code="backend_bad_reply",
                 retryable=False,
-            )
-
-        if not isinstance(data, dict):
-            raise bad(f"expected a JSON object, got {type(data).__name__}")
-        if "error" in data and "choices" not in data:
-            raise bad(self._redact(json.dumps(data["error"]))[:300])
-        choices = data.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise bad("no choices")
-        message = choices[0].get("message")
-        if not isinstance(message, dict):
-            raise bad("choice without a message")
-        text = _content_text(message.get("content"))
-        if text is None:
-            raise bad(f"message content of type {type(message.get('content')).__name__}")
-        tool_calls = _tool_calls(message.get("tool_calls"))
-        if tool_calls is None:
-            raise bad("malformed tool_calls")
-        finish = _FINISH.get(str(choices[0].get("finish_reason") or "stop"), "stop")
-        if tool_calls and finish == "stop":
-            finish = "tool_calls"
+            ) from None
         usage = self._usage(data.get("usage"), messages, text, tool_calls)
         return Completion(text=text, usage=usage, finish=finish, tool_calls=tool_calls, model=self._model_id)
 
@@ -407,6 +389,36 @@ class OpenAIBackend:
         self._client, self._client_loop = None, None
         if client is not None and loop is asyncio.get_running_loop():
             await client.close()
+
+
+def parse_chat_choice(data: Any) -> tuple[str, tuple[ToolCall, ...], FinishReason]:
+    """Text, tool calls and finish reason of the first choice of a chat-completion object.
+
+    Raises ``ValueError`` naming what is wrong when ``data`` is not a chat completion.
+
+    >>> parse_chat_choice({"choices": [{"message": {"content": "hi"}, "finish_reason": "length"}]})
+    ('hi', (), 'length')
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    if "error" in data and "choices" not in data:
+        raise ValueError(f"error object {json.dumps(data['error'])}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ValueError("no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise ValueError("choice without a message")
+    text = _content_text(message.get("content"))
+    if text is None:
+        raise ValueError(f"message content of type {type(message.get('content')).__name__}")
+    tool_calls = _tool_calls(message.get("tool_calls"))
+    if tool_calls is None:
+        raise ValueError("malformed tool_calls")
+    finish = _FINISH.get(str(choices[0].get("finish_reason") or "stop"), "stop")
+    if tool_calls and finish == "stop":
+        finish = "tool_calls"
+    return text, tool_calls, finish
 
 
 def _content_text(content: Any) -> str | None:

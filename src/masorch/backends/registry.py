@@ -1,0 +1,138 @@
+"""``provider:model`` strings -> Backend objects.
+
+=========================  =====================================================================
+``openai:<model>``         an OpenAI-compatible API; base URL and key from settings or the env
+                           (``MASORCH_OPENAI_BASE_URL``/``OPENAI_BASE_URL``,
+                           ``MASORCH_OPENAI_API_KEY``/``OPENAI_API_KEY``)
+``vllm:<url>#<model>``     an OpenAI-compatible server at ``url`` (vLLM, SGLang, llama.cpp server,
+                           Ollama); its key, if any, from settings or ``MASORCH_VLLM_API_KEY``
+``local:<name or path>``   an embedded GGUF model (``masorch models list``) or a ``.gguf`` file
+``scripted:<name>``        tests only: scripted backends are built in code
+=========================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from masorch.backends.base import Backend
+from masorch.backends.cache import CACHE_MODES, CachedBackend, CacheMode, ResponseCache
+from masorch.backends.models import ModelStore
+from masorch.backends.openai_compat import OpenAIBackend, Pricing, RetryPolicy, redact_url
+from masorch.errors import UsageError
+
+PROVIDERS: tuple[str, ...] = ("openai", "vllm", "local", "scripted")
+VLLM_KEY_ENV = "MASORCH_VLLM_API_KEY"
+
+
+@dataclass(frozen=True)
+class BackendSettings:
+    """How backends made from model strings are configured (keys stay out of ``repr``).
+
+    ``cache_path`` with a ``cache_mode`` other than ``off`` wraps every backend in a
+    :class:`~masorch.backends.cache.CachedBackend` over that SQLite file.
+    """
+
+    openai_base_url: str | None = None
+    openai_api_key: str | None = field(default=None, repr=False)
+    vllm_api_key: str | None = field(default=None, repr=False)
+    timeout_s: float = 120.0
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    pricing: Pricing | None = None
+    n_ctx: int = 4096
+    n_threads: int | None = None
+    models_dir: Path | None = None
+    cache_path: Path | None = None
+    cache_mode: CacheMode = "read_write"
+
+    def __post_init__(self) -> None:
+        if self.cache_mode not in CACHE_MODES:
+            raise UsageError(
+                f"unknown cache mode {self.cache_mode!r}", hint=f"use one of {list(CACHE_MODES)}"
+            )
+
+
+def make_backend(
+    spec: str, *, settings: BackendSettings | None = None, env: Mapping[str, str] | None = None
+) -> Backend:
+    """The backend a ``provider:model`` string names (see the module docs); a UsageError if malformed."""
+    settings = settings or BackendSettings()
+    env = os.environ if env is None else env
+    provider, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise UsageError(
+            f"model string {spec!r} is not provider:model",
+            hint=f"providers: {', '.join(PROVIDERS)}; e.g. openai:gpt-4o-mini or local:qwen2.5-coder-1.5b",
+        )
+    backend: Backend
+    if provider == "openai":
+        backend = OpenAIBackend(
+            rest,
+            base_url=settings.openai_base_url,
+            api_key=settings.openai_api_key,
+            timeout_s=settings.timeout_s,
+            retry=settings.retry,
+            pricing=settings.pricing,
+            env=env,
+        )
+    elif provider == "vllm":
+        backend = _vllm(rest, settings, env)
+    elif provider == "local":
+        backend = _local(rest, settings)
+    elif provider == "scripted":
+        raise UsageError(
+            "scripted backends are built in code, not from a model string",
+            hint="use masorch.backends.ScriptedBackend([...]) in tests",
+        )
+    else:
+        raise UsageError(
+            f"unknown model provider {provider!r} in {spec!r}", hint=f"use one of {', '.join(PROVIDERS)}"
+        )
+    if settings.cache_path is not None and settings.cache_mode != "off":
+        backend = CachedBackend(backend, ResponseCache(settings.cache_path), settings.cache_mode)
+    return backend
+
+
+def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backend:
+    url, sep, model = rest.rpartition("#")
+    example = "vllm:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct"
+    if not sep or not url or not model:
+        raise UsageError(f"vllm model string 'vllm:{rest}' lacks '#<model>'", hint=f"e.g. {example}")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"vllm server URL {redact_url(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
+    if parts.path in ("", "/"):
+        url = url.rstrip("/") + "/v1"
+    # A self-hosted server gets its own key, never the OpenAI one from the env.
+    key = settings.vllm_api_key or env.get(VLLM_KEY_ENV) or None
+    return OpenAIBackend(
+        model,
+        base_url=url,
+        api_key=key,
+        provider="vllm",
+        model_id=f"vllm:{redact_url(url)}#{model}",
+        timeout_s=settings.timeout_s,
+        retry=settings.retry,
+        pricing=settings.pricing,
+        env={},
+    )
+
+
+def _local(rest: str, settings: BackendSettings) -> Backend:
+    from masorch.backends.local import LocalBackend
+
+    store = ModelStore(settings.models_dir)
+    if rest in store.catalogue:
+        return LocalBackend(store.path(rest), name=rest, n_ctx=settings.n_ctx, n_threads=settings.n_threads)
+    if rest.endswith(".gguf"):
+        file = Path(rest).expanduser()
+        # The full path names the model: two files with one stem must not share cache entries.
+        return LocalBackend(file, name=str(file), n_ctx=settings.n_ctx, n_threads=settings.n_threads)
+    raise UsageError(
+        f"unknown local model {rest!r}",
+        hint=f"use an embedded model ({', '.join(store.catalogue)}) or the path of a .gguf file",
+    )

