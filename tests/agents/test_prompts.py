@@ -19,6 +19,10 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 QUESTION = "A farmer has 17 sheep and buys 25 more. How many sheep does he have?"
 CONTEXT = (UpstreamResult("count", "He buys 25 sheep."),)
+EVIDENCE = [
+    {"id": "d1", "title": "Sheep", "text": "A farmer counts 17 sheep."},
+    {"id": "d2", "title": "Market", "text": "The market sells 25 sheep."},
+]
 BASE = {"question": QUESTION, "task": "Add the sheep.", "context": CONTEXT}
 
 CASES: dict[str, tuple[str, dict[str, object]]] = {
@@ -64,6 +68,32 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
         "agents/reflexion_refine.j2",
         {**BASE, "solution": r"17 + 25 = 43. \boxed{43}", "feedback": "17 + 25 is 42."},
     ),
+    "python_write": ("agents/python_write.j2", {**BASE, "timeout_s": "10", "packages": ["numpy", "sympy"]}),
+    "python_retry_error": (
+        "agents/python_retry.j2",
+        {
+            "code_found": True,
+            "timed_out": False,
+            "timeout_s": "10",
+            "stdout": "partial",
+            "error": "ZeroDivisionError: division by zero",
+        },
+    ),
+    "python_retry_timeout": (
+        "agents/python_retry.j2",
+        {"code_found": True, "timed_out": True, "timeout_s": "10", "stdout": "", "error": ""},
+    ),
+    "python_retry_no_code": (
+        "agents/python_retry.j2",
+        {"code_found": False, "timed_out": False, "timeout_s": "10", "stdout": "", "error": ""},
+    ),
+    "python_answer": ("agents/python_answer.j2", {"stdout": "42"}),
+    "search_step_first": ("agents/search_step.j2", {**BASE, "queries": [], "evidence": [], "hops_left": 3}),
+    "search_step_later": (
+        "agents/search_step.j2",
+        {**BASE, "queries": ["sheep farmer"], "evidence": EVIDENCE, "hops_left": 1},
+    ),
+    "search_answer": ("agents/search_answer.j2", {**BASE, "evidence": EVIDENCE}),
 }
 
 

@@ -23,3 +23,31 @@ __all__ = [
     "UpstreamResult",
     "builtin_catalogue",
 ]
+
+# Built-in sub-agents and their helpers (added by the agents branch). The BM25 corpus is imported
+# from masorch.agents.corpus directly, so that importing masorch.agents does not load numpy.
+from masorch.agents.answer import extract_answer, majority_vote, normalize_answer
+from masorch.agents.cot import CotAgent
+from masorch.agents.debate import DebateAgent
+from masorch.agents.python import PythonAgent
+from masorch.agents.reflexion import ReflexionAgent
+from masorch.agents.registry import default_registry
+from masorch.agents.sandbox import SandboxLimits, SandboxResult, run_sandboxed
+from masorch.agents.sc import SelfConsistencyAgent
+from masorch.agents.search import SearchAgent
+
+__all__ += [
+    "CotAgent",
+    "DebateAgent",
+    "PythonAgent",
+    "ReflexionAgent",
+    "SandboxLimits",
+    "SandboxResult",
+    "SearchAgent",
+    "SelfConsistencyAgent",
+    "default_registry",
+    "extract_answer",
+    "majority_vote",
+    "normalize_answer",
+    "run_sandboxed",
+]

@@ -1,0 +1,214 @@
+"""Runs first inside a sandbox child process: limits, guards, then the user's program.
+
+Started as ``python -I -S -B _sandbox_prelude.py CONFIG_JSON`` by :mod:`masorch.agents.sandbox`
+(never imported by masorch itself). It lowers resource limits, patches the raw process-spawn
+primitive, installs an audit hook that refuses network, process creation, signals to other
+processes and writes outside the sandbox directory, and only then runs ``main.py`` as
+``__main__``. Standard library only: the child may not see any other package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+#: Exit status the child uses when its CPU time limit is reached (128 + SIGXCPU).
+EXIT_CPU_LIMIT = 152
+#: Exit status when the sandbox could not be set up as promised (nothing of the program ran).
+EXIT_SETUP_FAILED = 125
+
+_ALWAYS_BLOCKED = frozenset(
+    {
+        # process creation and replacement
+        "os.fork",
+        "os.forkpty",
+        "os.posix_spawn",
+        "os.spawn",
+        "os.exec",
+        "os.system",
+        "subprocess.Popen",
+        "pty.spawn",
+        # signals to other processes
+        "os.kill",
+        "os.killpg",
+        "signal.pthread_kill",
+        # network
+        "socket.connect",
+        "socket.bind",
+        "socket.sendto",
+        "socket.sendmsg",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyaddr",
+        "socket.sethostname",
+        "urllib.Request",
+        # raw foreign calls would bypass every check below
+        "ctypes.call_function",
+        "ctypes.dlsym",
+        "ctypes.dlsym/handle",
+        "ctypes.cdata",
+        # limits stay as set; the guard's objects stay out of reach
+        "resource.setrlimit",
+        "resource.prlimit",
+        "gc.get_objects",
+        "gc.get_referrers",
+        "gc.get_referents",
+    }
+)
+
+#: Path-changing events: (event, indexes of the path arguments that must stay in the sandbox).
+_PATH_EVENTS: dict[str, tuple[int, ...]] = {
+    "os.rename": (0, 1),
+    "os.link": (1,),
+    "os.symlink": (1,),
+    "os.remove": (0,),
+    "os.rmdir": (0,),
+    "os.mkdir": (0,),
+    "os.truncate": (0,),
+    "os.chmod": (0,),
+    "os.chown": (0,),
+    "os.utime": (0,),
+    "os.chflags": (0,),
+    "os.lchflags": (0,),
+    "os.setxattr": (0,),
+    "os.removexattr": (0,),
+    "shutil.copyfile": (1,),
+    "shutil.copymode": (1,),
+    "shutil.copystat": (1,),
+    "shutil.copytree": (1,),
+    "shutil.move": (0, 1),
+    "shutil.rmtree": (0,),
+    "shutil.chown": (0,),
+}
+
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+_PROC_PID = re.compile(r"^/proc/(\d+)(/|$)")
+
+
+def _set_limits(config: dict[str, Any]) -> None:
+    cpu = int(config["cpu_s"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    memory = int(config["memory_bytes"])
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    size = int(config["file_size_bytes"])
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+    files = int(config["max_open_files"])
+    resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if config.get("max_processes") is not None:
+        nproc = int(config["max_processes"])
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+
+def _on_cpu_limit(signum: int, frame: object) -> None:
+    os.write(2, b"\nsandbox: CPU time limit exceeded\n")
+    os._exit(EXIT_CPU_LIMIT)
+
+
+def _deny_spawn(*args: object, **kwargs: object) -> None:
+    raise PermissionError("sandbox: starting processes is not allowed")
+
+
+def _path_name(path: object) -> str | None:
+    if isinstance(path, (str, bytes, os.PathLike)):
+        return os.fsdecode(path)
+    return None
+
+
+def _make_hook(root: str) -> Callable[[str, tuple[Any, ...]], None]:
+    own_pid = str(os.getpid())
+    allowed_files = frozenset({"/dev/null"})
+
+    def inside(path: object, dir_fd: object = None) -> bool:
+        if isinstance(path, int):
+            return True  # an already-open descriptor
+        name = _path_name(path)
+        if name is None or (dir_fd is not None and not os.path.isabs(name)):
+            return False
+        real = os.path.realpath(name)
+        return real == root or real.startswith(root + os.sep) or real in allowed_files
+
+    def other_process(path: object) -> bool:
+        name = _path_name(path)
+        if name is None:
+            return False
+        match = _PROC_PID.match(os.path.realpath(name))
+        return match is not None and match.group(1) != own_pid
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event in _ALWAYS_BLOCKED:
+            raise PermissionError(f"sandbox: {event} is not allowed")
+        if event == "open":
+            path, flags = args[0], args[2]
+            if other_process(path):
+                raise PermissionError(f"sandbox: reading other processes' files is not allowed: {path!r}")
+            if isinstance(flags, int) and flags & _WRITE_FLAGS and not inside(path):
+                raise PermissionError(
+                    f"sandbox: writing outside the sandbox directory is not allowed: {path!r}"
+                )
+        elif event in _PATH_EVENTS:
+            for index in _PATH_EVENTS[event]:
+                if index < len(args) and not inside(args[index]):
+                    raise PermissionError(f"sandbox: {event} outside the sandbox directory is not allowed")
+        elif event == "import" and args and args[0] == "_posixsubprocess":
+            raise PermissionError("sandbox: re-importing _posixsubprocess is not allowed")
+
+    return hook
+
+
+def _print_user_traceback(exc: BaseException, program: str) -> None:
+    # Show the program's frames only: the prelude and runpy frames would only confuse the model.
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename != program:
+        tb = tb.tb_next
+    report = traceback.TracebackException(type(exc), exc, tb if tb is not None else exc.__traceback__)
+    report.stack = traceback.StackSummary.from_list(
+        [frame for frame in report.stack if frame.filename != __file__]
+    )
+    sys.stderr.write("".join(report.format()))
+
+
+def main() -> None:
+    """Apply the limits and guards from the JSON config in ``argv[1]``, then run the program."""
+    config = json.loads(sys.argv[1])
+    if config.get("cgroup_procs"):
+        # Join the process-count cgroup before anything else can fork; refuse to run without it.
+        try:
+            with open(config["cgroup_procs"], "w") as procs:
+                procs.write("0")
+        except OSError as exc:
+            sys.stderr.write(f"sandbox: could not join the process cgroup: {exc}\n")
+            sys.exit(EXIT_SETUP_FAILED)
+    root = os.path.realpath(config["root"])
+    program = os.path.join(root, "main.py")
+    os.chdir(root)
+    _set_limits(config)
+    signal.signal(signal.SIGXCPU, _on_cpu_limit)
+    sys.path[:0] = [root]
+    sys.path.extend(config.get("extra_paths", ()))
+    sys.argv = [program]
+    if config.get("audit_hook", True):
+        import _posixsubprocess
+
+        _posixsubprocess.fork_exec = _deny_spawn  # type: ignore[assignment]
+        sys.addaudithook(_make_hook(root))
+    import runpy
+
+    try:
+        runpy.run_path(program, run_name="__main__")
+    except SystemExit:
+        raise
+    except BaseException as exc:
+        _print_user_traceback(exc, program)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,155 @@
+"""Python: the model writes a program, the sandbox runs it, the output feeds the final answer."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+
+from masorch.agents import signatures
+from masorch.agents.answer import extract_answer
+from masorch.agents.base import AgentContext, NodeInput, NodeOutput
+from masorch.agents.common import CallLog, missing_problem, problem_vars, system_message
+from masorch.agents.sandbox import SandboxLimits, SandboxResult, run_sandboxed, site_packages
+from masorch.backends.base import GenerateConfig, Message
+from masorch.errors import BackendError
+from masorch.plan.catalogue import KindSignature
+from masorch.prompts import render
+
+_FENCE = re.compile(r"```[ \t]*(?P<lang>[\w+-]*)[^\n]*\n(?P<code>.*?)```", re.DOTALL)
+_FEEDBACK_CHARS = 3000
+#: Packages the prompt mentions when they are installed and programs may import them.
+_KNOWN_PACKAGES = ("numpy", "sympy", "scipy")
+
+
+def extract_code(text: str) -> str | None:
+    """The last fenced ``python`` block of a reply (else the last untagged fenced block), or None.
+
+    >>> extract_code("Here:\\n```python\\nprint(6 * 7)\\n```")
+    'print(6 * 7)\\n'
+    >>> extract_code("no code") is None
+    True
+    """
+    blocks = [(m.group("lang").casefold(), m.group("code")) for m in _FENCE.finditer(text)]
+    for wanted in (("python", "py", "python3"), ("",)):
+        chosen = [code for lang, code in blocks if lang in wanted and code.strip()]
+        if chosen:
+            return chosen[-1]
+    return None
+
+
+def _tail(text: str, limit: int = _FEEDBACK_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _failure(result: SandboxResult) -> str:
+    if result.timed_out:
+        return "the program did not finish in time"
+    if result.killed_reason:
+        return f"the program was stopped ({result.killed_reason})"
+    if result.exit_code != 0:
+        return _tail(result.stderr) or f"the program exited with status {result.exit_code}"
+    return "the program printed nothing"
+
+
+class PythonAgent:
+    """Up to ``max_attempts`` programs; each failure (no code, exception, timeout, no output) is fed
+    back to the model with the error. The first program that prints something feeds a final call
+    that states the answer. Programs run under :func:`masorch.agents.sandbox.run_sandboxed`.
+
+    ``allow_packages`` lets programs import the running interpreter's installed packages (numpy,
+    sympy, ...) read-only; the sandbox's other limits apply either way.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_tokens: int = 2048,
+        temperature: float = 0.0,
+        limits: SandboxLimits | None = None,
+        allow_packages: bool = True,
+    ) -> None:
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+        base = limits or SandboxLimits()
+        if allow_packages:
+            base = dataclasses.replace(base, extra_paths=(*base.extra_paths, *site_packages()))
+        self._limits = base
+        self._packages = [
+            name for name in _KNOWN_PACKAGES if allow_packages and importlib.util.find_spec(name) is not None
+        ]
+
+    @property
+    def signature(self) -> KindSignature:
+        """The ``python`` kind's signature from the default catalogue."""
+        return signatures.PYTHON
+
+    async def run(self, node: NodeInput, ctx: AgentContext) -> NodeOutput:
+        """Write, run, repair; then answer from the program's output."""
+        problem = missing_problem(node)
+        if problem is not None:
+            return problem
+        params = self.signature.resolve(node.params)
+        timeout_s = float(params["timeout_s"])
+        max_attempts = int(params["max_attempts"])
+        limits = dataclasses.replace(self._limits, wall_s=timeout_s)
+        config = GenerateConfig(temperature=self._temperature, max_tokens=self._max_tokens)
+        opening = [
+            system_message("an expert Python programmer"),
+            Message(
+                "user",
+                render(
+                    "agents/python_write.j2",
+                    timeout_s=_seconds(timeout_s),
+                    packages=self._packages,
+                    **problem_vars(node),
+                ),
+            ),
+        ]
+        log = CallLog()
+        messages = list(opening)
+        failures: list[str] = []
+        try:
+            for attempt in range(1, max_attempts + 1):
+                reply = await log.complete(ctx, messages, config)
+                code = extract_code(reply.text)
+                result = await run_sandboxed(code, limits) if code is not None else None
+                if result is not None and result.ok and result.stdout.strip():
+                    output = _tail(result.stdout)
+                    final = await log.complete(
+                        ctx,
+                        [
+                            *opening,
+                            Message("assistant", reply.text),
+                            Message("user", render("agents/python_answer.j2", stdout=output)),
+                        ],
+                        config,
+                    )
+                    answer = extract_answer(final.text)
+                    if not answer:
+                        return log.error("the final reply was empty")
+                    rationale = f"Program:\n```python\n{code}```\nOutput:\n{output}\n\n{final.text}"
+                    details = {"attempts": attempt, "failures": failures, "isolation": list(result.isolation)}
+                    return log.ok(answer, rationale, details)
+                failure = "no fenced python code block" if result is None else _failure(result)
+                failures.append(f"attempt {attempt}: {failure}")
+                feedback = render(
+                    "agents/python_retry.j2",
+                    code_found=result is not None,
+                    timed_out=result is not None and result.timed_out,
+                    timeout_s=_seconds(timeout_s),
+                    stdout=_tail(result.stdout) if result is not None else "",
+                    error=failure if result is not None and not result.timed_out else "",
+                )
+                messages += [Message("assistant", reply.text), Message("user", feedback)]
+        except BackendError as exc:
+            return log.error(f"model call failed: {exc}")
+        return log.error(
+            f"no program succeeded in {max_attempts} attempts: " + "; ".join(failures),
+            {"attempts": max_attempts, "failures": failures},
+        )
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)

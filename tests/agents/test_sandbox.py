@@ -1,0 +1,294 @@
+"""The sandbox: ordinary programs run; hostile ones are contained, each layer checked alone too."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from masorch.agents.sandbox import SandboxLimits, namespace_prefix, pids_cgroup_base, run_sandboxed
+
+needs_namespaces = pytest.mark.skipif(not namespace_prefix(), reason="this host cannot create namespaces")
+FAST = SandboxLimits(wall_s=5.0)
+HOOK_ONLY = SandboxLimits(wall_s=5.0, namespaces=False)
+NAMESPACES_ONLY = SandboxLimits(wall_s=5.0, audit_hook=False)
+
+
+def program(source: str) -> str:
+    return textwrap.dedent(source).strip() + "\n"
+
+
+async def test_runs_a_program_and_captures_output():
+    result = await run_sandboxed("import math\nprint(math.factorial(10))\n", FAST)
+    assert result.ok and result.stdout == "3628800\n" and result.stderr == ""
+    assert "fresh_env" in result.isolation and "audit_hook" in result.isolation
+
+
+async def test_a_crash_reports_the_programs_traceback_only():
+    result = await run_sandboxed("x = 1\nraise ValueError('bad value')\n", FAST)
+    assert not result.ok and result.exit_code == 1
+    assert "ValueError: bad value" in result.stderr and "main.py" in result.stderr
+    assert "_sandbox_prelude" not in result.stderr and "runpy" not in result.stderr
+
+
+async def test_writes_inside_the_sandbox_directory_are_allowed():
+    code = program(
+        """
+        import os, pathlib
+        pathlib.Path("data.txt").write_text("hello")
+        os.makedirs("sub/dir")
+        os.rename("data.txt", "sub/dir/data.txt")
+        print(open(os.path.join(os.environ["HOME"], "sub/dir/data.txt")).read())
+        """
+    )
+    result = await run_sandboxed(code, FAST)
+    assert result.ok and result.stdout.strip() == "hello"
+
+
+NETWORK = program(
+    """
+    import socket, sys
+    port = int(sys.argv[0] and {port})
+    attempts = {{
+        "connect host loopback": lambda: socket.create_connection(("127.0.0.1", port), timeout=2),
+        "dns": lambda: socket.getaddrinfo("example.com", 80),
+        "connect outside": lambda: socket.create_connection(("1.1.1.1", 53), timeout=2),
+        "udp send": lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("1.1.1.1", 53)),
+    }}
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            print("REACHED", name)
+        except OSError as exc:
+            print("blocked", name, type(exc).__name__)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [FAST, HOOK_ONLY, pytest.param(NAMESPACES_ONLY, marks=needs_namespaces)],
+    ids=["all_layers", "audit_hook_only", "namespaces_only"],
+)
+async def test_network_is_unreachable(limits):
+    connections = []
+    server = await asyncio.start_server(lambda r, w: connections.append(w), "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        result = await run_sandboxed(NETWORK.format(port=port), limits)
+    finally:
+        server.close()
+    assert result.ok, result.stderr
+    assert "REACHED" not in result.stdout
+    assert result.stdout.count("blocked") == 4
+    assert connections == []
+
+
+WRITES = program(
+    """
+    import os, pathlib, shutil
+    target, victim = {target!r}, {victim!r}
+    open("inside.txt", "w").write("ok")
+    attempts = {{
+        "open": lambda: open(target, "w").write("pwned"),
+        "append": lambda: open(victim, "a").write("pwned"),
+        "os.open": lambda: os.open(target, os.O_WRONLY | os.O_CREAT),
+        "pathlib": lambda: pathlib.Path(target).write_text("pwned"),
+        "rename out": lambda: os.rename("inside.txt", target),
+        "remove": lambda: os.remove(victim),
+        "copy": lambda: shutil.copy("inside.txt", target),
+        "symlink": lambda: (os.symlink(victim, "link"), open("link", "w").write("pwned")),
+        "chmod": lambda: os.chmod(victim, 0o777),
+        "relative escape": lambda: open("../" + os.path.basename(os.getcwd()) + "-escape", "w"),
+    }}
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            print("WROTE", name)
+        except OSError as exc:
+            print("blocked", name, type(exc).__name__)
+    """
+)
+
+
+async def test_no_writes_outside_the_sandbox_directory(tmp_path):
+    target, victim = tmp_path / "target.txt", tmp_path / "victim.txt"
+    victim.write_text("original")
+    os.chmod(victim, 0o644)
+    result = await run_sandboxed(WRITES.format(target=str(target), victim=str(victim)), FAST)
+    assert result.ok, result.stderr
+    assert "WROTE" not in result.stdout and result.stdout.count("blocked") == 10
+    assert not target.exists()
+    assert victim.read_text() == "original" and (victim.stat().st_mode & 0o777) == 0o644
+
+
+SPAWN = program(
+    """
+    import os, subprocess, pty, multiprocessing
+    import _posixsubprocess
+    attempts = {
+        "subprocess.run": lambda: subprocess.run(["echo", "spawned"]),
+        "os.system": lambda: os.system("echo spawned"),
+        "os.popen": lambda: os.popen("echo spawned").read(),
+        "os.execv": lambda: os.execv("/bin/echo", ["echo", "spawned"]),
+        "os.posix_spawn": lambda: os.posix_spawn("/bin/echo", ["echo", "spawned"], {}),
+        "os.fork": lambda: os.fork(),
+        "pty.fork": lambda: pty.fork(),
+        "fork_exec": lambda: _posixsubprocess.fork_exec(*[None] * 23),
+        "multiprocessing": lambda: multiprocessing.Process(target=print).start(),
+    }
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            print("SPAWNED", name)
+        except (OSError, TypeError) as exc:
+            print("blocked", name, type(exc).__name__)
+    """
+)
+
+
+async def test_no_subprocesses():
+    result = await run_sandboxed(SPAWN, FAST)
+    assert result.ok, result.stderr
+    assert "SPAWNED" not in result.stdout and "spawned" not in result.stdout
+    assert result.stdout.count("blocked") == 9
+
+
+async def test_fork_bomb_is_stopped_by_the_audit_hook():
+    start = time.perf_counter()
+    result = await run_sandboxed("import os\nwhile True:\n    os.fork()\n", FAST)
+    assert result.exit_code == 1 and "PermissionError" in result.stderr
+    assert time.perf_counter() - start < 3
+
+
+@pytest.mark.skipif(
+    pids_cgroup_base() is None and (not namespace_prefix() or os.geteuid() == 0),
+    reason="no process-count layer on this host (no pids cgroup; NPROC does not bind root)",
+)
+async def test_fork_bomb_is_stopped_by_the_process_limit_without_the_hook():
+    code = program(
+        """
+        import os, time
+        children = 0
+        for _ in range(200):
+            try:
+                pid = os.fork()
+            except OSError:
+                break
+            if pid == 0:
+                time.sleep(30)
+                os._exit(0)
+            children += 1
+        print(children)
+        """
+    )
+    start = time.perf_counter()
+    result = await run_sandboxed(code, SandboxLimits(wall_s=10.0, max_processes=8, audit_hook=False))
+    assert result.ok, result.stderr
+    assert int(result.stdout) < 8
+    assert "pids_cgroup" in result.isolation or "nproc_limit" in result.isolation
+    # The sleeping children die with the namespace's first process, so the run ends at once.
+    assert time.perf_counter() - start < 5
+
+
+async def test_memory_hog_fails_with_memory_error():
+    start = time.perf_counter()
+    result = await run_sandboxed("hog = bytearray(2 * 1024 ** 3)\n", SandboxLimits(wall_s=5.0, memory_mb=256))
+    assert result.exit_code == 1 and "MemoryError" in result.stderr
+    assert time.perf_counter() - start < 3
+
+
+async def test_infinite_loop_is_killed_at_the_wall_limit():
+    start = time.perf_counter()
+    result = await run_sandboxed("while True:\n    pass\n", SandboxLimits(wall_s=1.0, cpu_s=10))
+    elapsed = time.perf_counter() - start
+    assert result.timed_out and result.killed_reason == "wall_timeout" and not result.ok
+    assert elapsed < 3
+
+
+async def test_cpu_limit_stops_a_busy_program():
+    result = await run_sandboxed("while True:\n    pass\n", SandboxLimits(wall_s=10.0, cpu_s=1))
+    assert result.killed_reason == "cpu_limit" and not result.timed_out
+    assert "CPU time limit" in result.stderr
+
+
+async def test_output_flood_is_truncated_and_killed():
+    limits = SandboxLimits(wall_s=5.0, max_output_bytes=1000)
+    result = await run_sandboxed("while True:\n    print('x' * 1000)\n", limits)
+    assert result.killed_reason == "output_limit" and result.truncated
+    assert len(result.stdout) == 1000
+
+
+async def test_large_output_is_truncated():
+    result = await run_sandboxed("print('y' * 5000)\n", SandboxLimits(wall_s=5.0, max_output_bytes=1000))
+    assert result.ok and result.truncated and result.stdout == "y" * 1000
+
+
+SNOOP = program(
+    """
+    import os
+    print("SECRET" if "MASORCH_FAKE_SECRET" in os.environ else "env clean")
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as handle:
+                if b"hunter2" in handle.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    try:
+        with open(f"/proc/{os.getppid()}/environ", "rb") as handle:
+            parent = b"hunter2" in handle.read()
+    except OSError:
+        parent = False
+    print("LEAK" if found or parent else "proc clean")
+    """
+)
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["all_layers", "without_namespaces"])
+def test_environment_secrets_do_not_reach_the_program(namespaces):
+    # A parent whose *initial* environment holds the secret, so /proc/<parent>/environ has it too.
+    launcher = (
+        "import asyncio, sys\n"
+        "from masorch.agents.sandbox import SandboxLimits, run_sandboxed\n"
+        "code = sys.stdin.read()\n"
+        f"r = asyncio.run(run_sandboxed(code, SandboxLimits(wall_s=5.0, namespaces={namespaces})))\n"
+        "print(r.stdout, r.stderr)\n"
+    )
+    src = Path(__file__).parents[2] / "src"
+    env = {**os.environ, "MASORCH_FAKE_SECRET": "hunter2", "PYTHONPATH": str(src)}
+    done = subprocess.run(
+        [sys.executable, "-c", launcher], input=SNOOP, capture_output=True, text=True, env=env, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    assert "env clean" in done.stdout and "proc clean" in done.stdout, done.stdout
+
+
+async def test_cancelling_the_caller_kills_the_program(tmp_path):
+    # Without namespaces and hook, so the program can tell the test its host pid.
+    pid_file = tmp_path / "pid"
+    code = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(30)\n"
+    limits = SandboxLimits(wall_s=60.0, namespaces=False, audit_hook=False)
+    task = asyncio.create_task(run_sandboxed(code, limits))
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if pid_file.exists() and pid_file.read_text():
+            break
+    pid = int(pid_file.read_text())
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    for _ in range(40):
+        if not Path(f"/proc/{pid}").exists():
+            break
+        await asyncio.sleep(0.05)
+    assert not Path(f"/proc/{pid}").exists()
