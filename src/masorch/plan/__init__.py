@@ -5,6 +5,7 @@ from masorch.plan.diagnostics import CODES, Diagnostic, Severity, code_counts, c
 from masorch.plan.model import AgentSpec, DoM, Flow, Plan, ValidatedPlan
 from masorch.plan.parse import Dialect, ParseResult, detect_dialect, parse
 from masorch.plan.refs import Ref, find_refs, substitute
+from masorch.plan.render import render, to_mermaid, tool_calls
 from masorch.plan.repair import repair_message
 from masorch.plan.validate import CheckResult, Limits, ValidationResult, check, validate
 
@@ -32,7 +33,10 @@ __all__ = [
     "detect_dialect",
     "find_refs",
     "parse",
+    "render",
     "repair_message",
     "substitute",
+    "to_mermaid",
+    "tool_calls",
     "validate",
 ]

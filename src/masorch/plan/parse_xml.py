@@ -132,7 +132,7 @@ def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec |
 
 
 def _blocks(text: str, diags: list[Diagnostic]) -> tuple[list[str], str]:
-    """The ``<agent>`` blocks and the text outside them."""
+    """The complete ``<agent>`` blocks and the text outside them (a block cut off by the end is left out)."""
     blocks: list[str] = []
     rest: list[str] = []
     pos = 0
@@ -149,15 +149,16 @@ def _blocks(text: str, diags: list[Diagnostic]) -> tuple[list[str], str]:
                 diags.append(
                     diag("truncated", f"the text ends inside agent block {i + 1}", "close it with </agent>")
                 )
-            else:
-                diags.append(
-                    diag(
-                        "missing_tag",
-                        f"agent block {i + 1} is not closed with </agent>",
-                        "close every <agent> with </agent>",
-                        f"xml:agent#{i + 1}",
-                    )
+                pos = len(text)
+                break
+            diags.append(
+                diag(
+                    "missing_tag",
+                    f"agent block {i + 1} is not closed with </agent>",
+                    "close every <agent> with </agent>",
+                    f"xml:agent#{i + 1}",
                 )
+            )
             # An unclosed block ends where edges begin, so its edges are still read.
             edge_at = re.search(r"<edge>|<from>", body, re.I)
             if edge_at is not None:
@@ -174,28 +175,30 @@ def _blocks(text: str, diags: list[Diagnostic]) -> tuple[list[str], str]:
 def _edges(text: str, diags: list[Diagnostic]) -> list[Flow]:
     flows: list[Flow] = []
     pending: str | None = None
+    pending_at = 0
     for k, m in enumerate(_EDGE_TOKEN.finditer(text)):
         tag, value = m.group(1).lower(), m.group(2).strip()
         if tag == "from":
             if pending is not None:
-                diags.append(_unpaired(f"<from>{pending}</from> has no <to>", k))
-            pending = value
+                diags.append(_unpaired(f"<from>{pending}</from> has no <to>", pending_at))
+            pending, pending_at = value, k
         elif pending is None:
             diags.append(_unpaired(f"<to>{value}</to> has no <from>", k))
         else:
             flows.append(Flow(src=pending, dst=value))
             pending = None
     if pending is not None:
-        diags.append(_unpaired(f"<from>{pending}</from> has no <to>", -1))
+        diags.append(_unpaired(f"<from>{pending}</from> has no <to>", pending_at))
     return flows
 
 
 def _unpaired(message: str, k: int) -> Diagnostic:
+    """An unpaired edge tag; ``k`` counts ``<from>``/``<to>`` tags from 0, reported from 1."""
     return diag(
         "unpaired_edge",
         message,
         "write each edge as <from>SOURCE_ID</from><to>TARGET_ID</to>",
-        f"xml:edge#{k + 1}" if k >= 0 else "xml:edge#end",
+        f"xml:edge-tag#{k + 1}",
     )
 
 
@@ -223,7 +226,7 @@ def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
         if agent is not None:
             agents.append(agent)
     flows = _edges(outside, diags)
-    if not agents and not flows and not answers and not blocks:
+    if not agents and not flows and not answers:
         return None, diags
     final: str | None = None
     ids = {a.id for a in agents}

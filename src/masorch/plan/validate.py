@@ -334,7 +334,9 @@ def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diag
                 )
 
 
-def _graph(order_ids: list[str], edges: list[tuple[str, str]], out: list[Diagnostic]) -> str | None:
+def _graph(
+    order_ids: list[str], edges: list[tuple[str, str]], out: list[Diagnostic], sink_rules: bool
+) -> str | None:
     """Cycle and sink rules; the single sink when there is one."""
     components = strongly_connected(order_ids, edges)
     if components:
@@ -356,7 +358,7 @@ def _graph(order_ids: list[str], edges: list[tuple[str, str]], out: list[Diagnos
     sinks = [a for a in order_ids if a not in has_out]
     if len(sinks) == 1:
         return sinks[0]
-    if not sinks:
+    if not sinks or not sink_rules:
         return None
     reach = {s: ancestors(s, edges) for s in sinks}
     main = max(reversed(sinks), key=lambda s: len(reach[s]))
@@ -403,7 +405,8 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
     ids = set(order_ids)
     edges = _flows(plan, ids, out)
     _refs(plan, ids, set(edges), out)
-    sink = _graph(order_ids, edges, out) if order_ids else None
+    # At DoM low, extra agents and flows are already DoM errors; sink rules would only repeat them.
+    sink = _graph(order_ids, edges, out, dom is DoM.HIGH) if order_ids else None
     parents: dict[str, list[str]] = {a: [] for a in order_ids}
     for src, dst in edges:
         parents[dst].append(src)
