@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from masorch.errors import RunError, UsageError
-from masorch.masbench.build import BuildFailed, Spec, add_distractors, build_problem
+from masorch.masbench.build import BuildFailed, Spec, add_distractors, build_problem, redraw_operations
 from masorch.masbench.instance import AXES, assemble, given_answers, igsm_subtask, needle_subtask
 from masorch.masbench.problem import Problem, Q, sketch_hash
 from masorch.masbench.render import make_needle, note_text
@@ -19,6 +19,7 @@ from masorch.masbench.world import World, build_world
 MIN_VALUE, MAX_VALUE = 2, 12
 MAX_ATTEMPTS = 60
 MAX_SUB_ATTEMPTS = 400
+REDRAWS = 6
 
 CONTROLS: dict[str, dict[str, tuple[int, int] | None]] = {
     "depth": {"breadth": (2, 3), "horizon": (1, 1), "parallel": (1, 1), "robustness": (0, 0)},
@@ -44,14 +45,17 @@ class _Ctx:
         """Build sub-task ``k`` until its template falls in this split's buckets."""
         for sub_attempt in range(MAX_SUB_ATTEMPTS):
             rng = derive_rng(
-                self.seed, self.axis, self.value, self.index, self.attempt, "sub", k, sub_attempt
+                self.seed, self.axis, self.value, self.split, self.index, self.attempt, "sub", k, sub_attempt
             )
             try:
                 problem = make(rng)
             except BuildFailed:
                 continue
-            if accepts(self.split, sketch_hash(problem.sketch())[1]):
-                return problem, rng
+            # A rejected template keeps its graph and re-draws its operations first: cheaper than a rebuild.
+            for _ in range(REDRAWS):
+                if accepts(self.split, sketch_hash(problem.sketch())[1]):
+                    return problem, rng
+                redraw_operations(rng, problem)
         raise RunError(
             f"no {self.split} template found for {self.axis}={self.value} sub-task {k}",
             hint="report this: the template space of this axis value is too small for the split",
@@ -224,7 +228,7 @@ def generate_instance(axis: str, value: int, *, split: str, seed: int, index: in
     chains = load_chains()
     for attempt in range(MAX_ATTEMPTS):
         ctx = _Ctx(axis, value, split, seed, index, attempt, chains)
-        rng = derive_rng(seed, axis, value, index, attempt)
+        rng = derive_rng(seed, axis, value, split, index, attempt)
         try:
             rec = _CONSTRUCTORS[axis](ctx, rng)
         except BuildFailed:

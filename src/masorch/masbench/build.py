@@ -9,6 +9,8 @@ from masorch.masbench.problem import Expr, Problem, Q
 from masorch.masbench.world import World
 
 _MODS = ("", "", "plus", "plus", "times")
+ABSTRACT_QUERY_RATE = 0.3
+"""How often a problem that may use category totals asks for one ("How many Markets does X have?")."""
 
 
 class BuildFailed(Exception):
@@ -121,6 +123,24 @@ class _Builder:
             chosen.append(self.side(max_depth))
         return chosen
 
+    def target(self) -> tuple[str, list[Q]] | None:
+        """An item whose category total can be the query: its child edges free, their count in range."""
+        w, lo, hi = self.world, max(1, self.spec.breadth_min), self.spec.breadth_max
+        cands = [
+            x
+            for lvl in range(len(w.items) - 1)
+            for x in w.items[lvl]
+            if lo <= len(w.children(x)) <= hi and all(Q("inst", x, c) in self.free for c in w.children(x))
+        ]
+        if not cands:
+            return None
+        x = self.rng.choice(cands)
+        kids = [Q("inst", x, c) for c in w.children(x)]
+        self.rng.shuffle(kids)
+        for q in kids:
+            self.free.discard(q)
+        return x, kids
+
     def build(self) -> Problem:
         spec, rng = self.spec, self.rng
         d = spec.depth
@@ -130,16 +150,29 @@ class _Builder:
             plan[d] = spec.hub - 1
         elif spec.breadth_min >= 2 and d >= 2 and not any(plan[2:]):
             plan[rng.randint(2, d)] = spec.breadth_min - 1
-        first = self.fresh()
+        total = None
+        if spec.abstract and not spec.hub and not spec.answer_ref and rng.random() < ABSTRACT_QUERY_RATE:
+            total = self.target()
+        # With a category-total query, the longest chain runs through its first child edge.
+        length = d - 1 if total else d
+        first = total[1][0] if total and length == 1 else self.fresh()
         self.define(first, [Q("ans", "", str(spec.answer_ref))] if spec.answer_ref else [])
         prev = first
-        for k in range(2, d + 1):
+        for k in range(2, length + 1):
             extra = self.extras(plan[k], k - 1, prev)
-            q = self.fresh()
+            q = total[1][0] if total and k == length else self.fresh()
             inputs = [prev, *extra]
             rng.shuffle(inputs)
             self.define(q, inputs)
             prev = q
+        if total:
+            owner, kids = total
+            for q in kids[1:]:
+                self.side(d - 1, q)
+            query = Q("abs", owner, self.world.categories[self.world.level_of(owner) + 1])
+            self.steps.append((query, None))
+            self.depth[query] = d
+            prev = query
         problem = Problem(self.world, self.steps, prev)
         if problem.depth() != d:
             raise BuildFailed(f"depth {problem.depth()} != {d}")
@@ -161,3 +194,9 @@ def add_distractors(rng: random.Random, problem: Problem, extra: list[Q]) -> Non
         n = min(len(usable), rng.choice((0, 0, 1, 1, 2)))
         problem.distractors.append((q, make_expr(rng, rng.sample(usable, n))))
         usable.append(q)
+
+
+def redraw_operations(rng: random.Random, problem: Problem) -> None:
+    """Draw new right-hand sides over the same inputs (same graph, usually a new template sketch)."""
+    problem.steps = [(q, e if e is None else make_expr(rng, list(e.inputs))) for q, e in problem.steps]
+    problem.reset()

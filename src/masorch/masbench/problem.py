@@ -93,6 +93,7 @@ class Problem:
     query: Q
     distractors: list[tuple[Q, Expr]] = field(default_factory=list)
     values: dict[Q, int] = field(default_factory=dict)
+    _sketch: str | None = field(default=None, repr=False)
 
     def deps(self, q: Q) -> tuple[Q, ...]:
         """The quantities ``q`` depends on (abstract totals depend on their structural children)."""
@@ -182,8 +183,18 @@ class Problem:
             f, n = f"{expr.const} * {f}", f"{expr.const} * {n}"
         return f, n
 
+    def reset(self) -> None:
+        """Forget cached values and sketch after the steps changed."""
+        self.values = {}
+        self._sketch = None
+
     def sketch(self) -> str:
         """The name- and number-free sketch of the solution (the template, for split hashing)."""
+        if self._sketch is None:
+            self._sketch = self._make_sketch()
+        return self._sketch
+
+    def _make_sketch(self) -> str:
         index: dict[Q, str] = {}
         parts = []
         deps = self.dep_map()

@@ -27,11 +27,15 @@ class World:
     items: tuple[tuple[str, ...], ...]
     edges: tuple[tuple[str, str], ...]
     _level_of: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    _children: dict[str, list[str]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         for lvl, names in enumerate(self.items):
             for name in names:
                 self._level_of[name] = lvl
+                self._children[name] = []
+        for parent, child in self.edges:
+            self._children[parent].append(child)
 
     def level_of(self, name: str) -> int:
         """The level (0 = outermost used level) of an item name."""
@@ -39,7 +43,7 @@ class World:
 
     def children(self, name: str) -> list[str]:
         """The items directly inside ``name``, in edge order."""
-        return [c for p, c in self.edges if p == name]
+        return self._children[name]
 
     def keys(self) -> list[tuple[str, int, str]]:
         """(chain, chain level, sub-category) per level: worlds with no key in common share no name."""
@@ -121,14 +125,14 @@ def build_world(
     for i in range(n_lv - 1):
         for c in range(sizes[i + 1]):
             edges.add((i, rng.randrange(sizes[i]), c))
+        parents = {e[1] for e in edges if e[0] == i}
         for p in range(sizes[i]):
-            if not any(e[0] == i and e[1] == p for e in edges):
+            if p not in parents:
                 edges.add((i, p, rng.randrange(sizes[i + 1])))
-    all_pairs = [(i, p, c) for i in range(n_lv - 1) for p in range(sizes[i]) for c in range(sizes[i + 1])]
-    missing = [e for e in all_pairs if e not in edges]
-    rng.shuffle(missing)
-    while len(edges) < min_edges and missing:
-        edges.add(missing.pop())
+    if len(edges) < min_edges:
+        all_pairs = [(i, p, c) for i in range(n_lv - 1) for p in range(sizes[i]) for c in range(sizes[i + 1])]
+        missing = [e for e in all_pairs if e not in edges]
+        edges.update(rng.sample(missing, min(len(missing), min_edges - len(edges))))
     ordered = sorted(edges)
     return World(
         chain=chain.name,

@@ -1,0 +1,163 @@
+"""``masorch bench``: make, check and describe MASBench instance files."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from masorch.errors import RunError, UsageError
+
+bench_app = typer.Typer(help="Make, check and describe MASBench tasks.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``bench`` command group to the masorch app."""
+    app.add_typer(bench_app, name="bench")
+
+
+def _progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+@bench_app.command("make")
+def make(
+    output: Annotated[
+        Path,
+        typer.Option("-o", "--output", help="Output file (.jsonl/.parquet), or a directory with --paper."),
+    ],
+    axis: Annotated[str, typer.Option(help="depth, horizon, breadth, parallel or robustness.")] = "depth",
+    values: Annotated[str, typer.Option(help="Axis values: a range and/or list, e.g. 2-4,8.")] = "2-12",
+    n: Annotated[int, typer.Option("--n", min=1, help="Instances per value.")] = 10,
+    split: Annotated[str, typer.Option(help="train or test (template-disjoint).")] = "train",
+    seed: Annotated[int, typer.Option(help="Seed; the same arguments give byte-identical files.")] = 0,
+    paper: Annotated[
+        bool, typer.Option("--paper", help="Make the paper-sized suite (all axes and splits) into -o DIR.")
+    ] = False,
+    fmt: Annotated[
+        str, typer.Option("--format", help="File format of the --paper suite: parquet or jsonl.")
+    ] = ("parquet"),
+    workers: Annotated[int, typer.Option(min=1, help="Processes to generate with (output is the same).")] = 1,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
+) -> None:
+    """Generate MASBench instances for one axis, or the whole paper-sized suite with --paper."""
+    from masorch.masbench.export import check_format, write_records
+    from masorch.masbench.suite import PAPER_SUITE, generate, jobs_for, parse_values
+
+    console = Console(stderr=True, quiet=quiet)
+    if paper:
+        if fmt not in ("parquet", "jsonl"):
+            raise UsageError(f"unknown format {fmt!r}", hint="use --format parquet or --format jsonl")
+        if output.suffix in (".jsonl", ".parquet"):
+            raise UsageError("--paper writes a directory", hint="give -o DIR, e.g. -o data/masbench")
+        parts = [
+            (output / f"{p.filename}.{fmt}", jobs_for(p.axis, p.counts(), p.split, seed)) for p in PAPER_SUITE
+        ]
+    else:
+        check_format(output)
+        counts = [(v, n) for v in parse_values(values)]
+        parts = [(output, jobs_for(axis, counts, split, seed))]
+    total = sum(len(jobs) for _, jobs in parts)
+    start = time.perf_counter()
+    with _progress(console) as bar:
+        task = bar.add_task("generating", total=total)
+        for path, jobs in parts:
+            bar.update(task, description=f"generating {path.name}")
+            written = write_records(
+                path, generate(jobs, workers=workers, progress=lambda k: bar.advance(task, k))
+            )
+            console.print(f"wrote {written} instances to {path}", highlight=False)
+    if paper:
+        manifest = {
+            "seed": seed,
+            "format": fmt,
+            "files": [{"file": p.name, "instances": len(j)} for p, j in parts],
+            "instances": total,
+        }
+        (output / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    elapsed = time.perf_counter() - start
+    console.print(
+        f"{total} instances in {elapsed:.1f} s ({total / max(elapsed, 1e-9):.0f}/s)", highlight=False
+    )
+
+
+def _read_all(paths: list[Path]) -> list[dict[str, Any]]:
+    from masorch.masbench.export import data_files, read_records
+
+    return [rec for path in paths for f in data_files(path) for rec in read_records(f)]
+
+
+@bench_app.command("check")
+def check(
+    paths: Annotated[
+        list[Path], typer.Argument(help="Instance files or directories (train and test together).")
+    ],
+) -> None:
+    """Re-solve every instance from its text, re-measure its axes and check split disjointness."""
+    from masorch.masbench.check import check_records
+
+    console = Console()
+    report = check_records(_read_all(paths))
+    splits = ", ".join(f"{k}: {v}" for k, v in sorted(report.by_split.items()))
+    console.print(f"checked {report.n} instances ({splits})", highlight=False)
+    for line in report.problems[:50]:
+        console.print(f"[red]FAIL[/] {line}", highlight=False)
+    if len(report.problems) > 50:
+        console.print(f"... and {len(report.problems) - 50} more", highlight=False)
+    if not report.ok:
+        # A RunError makes the CLI exit with status 1 (typer.Exit codes are dropped in non-standalone mode).
+        raise RunError(
+            f"{len(report.problems)} disagreement(s) in {report.n} instances",
+            hint="regenerate the file with `masorch bench make`, or report the failing ids",
+        )
+    console.print(
+        "[bold green]ok[/]: answers re-solved from text, measured axes, controls, "
+        "template buckets and split disjointness all agree"
+    )
+
+
+@bench_app.command("stats")
+def stats_cmd(
+    paths: Annotated[list[Path], typer.Argument(help="Instance files or directories.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the statistics as JSON.")] = False,
+) -> None:
+    """Counts per axis value, answer histogram, measured-axis ranges and question lengths."""
+    from masorch.masbench.check import stats
+
+    st = stats(_read_all(paths))
+    console = Console()
+    if as_json:
+        console.print_json(json.dumps(st))
+        return
+    table = Table(title=f"{st['instances']} instances")
+    for col in ("axis", "split", "value", "n"):
+        table.add_column(col, justify="right" if col in ("value", "n") else "left")
+    for row in st["counts"]:
+        table.add_row(row["axis"], row["split"], str(row["value"]), str(row["n"]))
+    console.print(table)
+    hist = "  ".join(f"{k}:{c}" for k, c in enumerate(st["answer_histogram"]))
+    console.print(f"answers (chi2 vs uniform, 22 dof: {st['answer_chi2']:.1f}): {hist}", highlight=False)
+    ranges = Table(title="measured axes")
+    ranges.add_column("axis")
+    ranges.add_column("min", justify="right")
+    ranges.add_column("max", justify="right")
+    for axis, (lo, hi) in st["measured_ranges"].items():
+        ranges.add_row(axis, str(lo), str(hi))
+    console.print(ranges)
+    q = st["question_chars"]
+    console.print(
+        f"question length (chars): min {q['min']}, mean {q['mean']:.0f}, max {q['max']}", highlight=False
+    )

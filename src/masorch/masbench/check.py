@@ -1,0 +1,114 @@
+"""Auditing generated files: re-solve from text, re-measure axes, verify templates and split disjointness."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from masorch.masbench.evaluator import EvaluationError, solve_text
+from masorch.masbench.instance import AXES, SEPARATOR
+from masorch.masbench.problem import sketch_hash
+from masorch.masbench.splits import BUCKETS, split_overlap
+
+
+@dataclass
+class CheckReport:
+    """What a check found: how many records it read and every problem, one line each."""
+
+    n: int = 0
+    problems: list[str] = field(default_factory=list)
+    by_split: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing disagreed."""
+        return not self.problems
+
+
+def check_record(rec: dict[str, Any]) -> list[str]:
+    """Every disagreement of one record: answers, measured axes, controls, templates, ground truth."""
+    rid = rec.get("id", "?")
+    out: list[str] = []
+    try:
+        got = solve_text(rec["question"], rec["worlds"])
+    except EvaluationError as exc:
+        return [f"{rid}: the evaluator cannot solve the text: {exc}"]
+    if got.answers != rec["answers"]:
+        out.append(f"{rid}: evaluator answers {got.answers} != stored {rec['answers']}")
+    if got.measured != rec["measured"]:
+        out.append(f"{rid}: axes measured from text {got.measured} != stored {rec['measured']}")
+    if rec["measured"][rec["axis"]] != rec["value"]:
+        out.append(f"{rid}: measured {rec['axis']} {rec['measured'][rec['axis']]} != value {rec['value']}")
+    for axis, (lo, hi) in rec["controls"].items():
+        if not lo <= rec["measured"][axis] <= hi:
+            out.append(f"{rid}: {axis} {rec['measured'][axis]} outside its control range {lo}..{hi}")
+    if rec["ground_truth"] != SEPARATOR.join(str(a) for a in rec["answers"]):
+        out.append(f"{rid}: ground_truth {rec['ground_truth']!r} does not match the answers")
+    for k, sub in enumerate(rec["subtasks"], 1):
+        if sub["kind"] != "igsm":
+            continue
+        digest, bucket = sketch_hash(sub["sketch"])
+        if digest != sub["template_hash"] or bucket != sub["bucket"]:
+            out.append(f"{rid}: sub-task {k} template hash does not match its sketch")
+        if bucket not in BUCKETS[rec["split"]]:
+            out.append(f"{rid}: sub-task {k} template bucket {bucket} is not in the {rec['split']} split")
+    return out
+
+
+def check_records(records: Iterable[dict[str, Any]]) -> CheckReport:
+    """Check every record and, across them, unique ids and train/test template and text disjointness."""
+    report = CheckReport()
+    seen: dict[str, None] = {}
+    by_split: dict[str, list[dict[str, Any]]] = {"train": [], "test": []}
+    for rec in records:
+        report.n += 1
+        report.by_split[rec["split"]] += 1
+        if rec["id"] in seen:
+            report.problems.append(f"{rec['id']}: the id occurs twice")
+        seen[rec["id"]] = None
+        report.problems.extend(check_record(rec))
+        slim = {
+            "question": rec["question"],
+            "subtasks": [{"template_hash": s["template_hash"]} for s in rec["subtasks"]],
+        }
+        by_split.setdefault(rec["split"], []).append(slim)
+    overlap = split_overlap(by_split["train"], by_split["test"])
+    for h in overlap["template_hashes"]:
+        report.problems.append(f"template {h[:12]} occurs in both train and test")
+    for q in overlap["questions"]:
+        report.problems.append(f"a question occurs in both train and test: {q[:60]!r}")
+    return report
+
+
+def stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Counts per (axis, split, value), answer histogram, measured-axis ranges and text lengths."""
+    counts: Counter[tuple[str, str, int]] = Counter()
+    answers: Counter[int] = Counter()
+    ranges: dict[str, list[int]] = {}
+    lengths: list[int] = []
+    for rec in records:
+        counts[(rec["axis"], rec["split"], rec["value"])] += 1
+        answers.update(rec["answers"])
+        for axis in AXES:
+            v = rec["measured"][axis]
+            lo_hi = ranges.setdefault(axis, [v, v])
+            lo_hi[0], lo_hi[1] = min(lo_hi[0], v), max(lo_hi[1], v)
+        lengths.append(len(rec["question"]))
+    n_ans = sum(answers.values())
+    expected = n_ans / 23 if n_ans else 0.0
+    chi2 = sum((answers[k] - expected) ** 2 / expected for k in range(23)) if expected else 0.0
+    return {
+        "instances": len(lengths),
+        "counts": [{"axis": a, "split": s, "value": v, "n": n} for (a, s, v), n in sorted(counts.items())],
+        "answer_histogram": [answers[k] for k in range(23)],
+        "answer_chi2": chi2,
+        "measured_ranges": ranges,
+        "question_chars": {
+            "min": min(lengths, default=0),
+            "mean": statistics.fmean(lengths) if lengths else 0.0,
+            "max": max(lengths, default=0),
+        },
+    }

@@ -1,0 +1,139 @@
+"""Reading and writing instance files: JSONL (full records) and parquet (the MAS-Orchestra/verl layout)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from masorch.errors import UsageError
+
+FORMATS = (".jsonl", ".parquet")
+
+
+def check_format(path: Path) -> str:
+    """The file suffix if it is a supported format, else a usage error."""
+    if path.suffix not in FORMATS:
+        raise UsageError(
+            f"cannot write {path.name!r}: unknown format", hint="name the file *.jsonl or *.parquet"
+        )
+    return path.suffix
+
+
+def to_json_line(rec: dict[str, Any]) -> str:
+    """One record as a JSON line (stable key order, no trailing spaces)."""
+    return json.dumps(rec, ensure_ascii=False, separators=(",", ":"))
+
+
+def verl_row(rec: dict[str, Any]) -> dict[str, Any]:
+    """A record as a verl/MAS-Orchestra row: chat prompt, reward_model.ground_truth, extra_info."""
+    return {
+        "data_source": f"masbench/{rec['axis']}",
+        "prompt": [{"role": "user", "content": rec["question"]}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": rec["ground_truth"]},
+        "extra_info": {
+            "id": rec["id"],
+            "split": rec["split"],
+            "index": rec["index"],
+            "seed": rec["seed"],
+            "answers": rec["answers"],
+            "decoys": rec["decoys"],
+            "attacked_answers": rec["attacked_answers"],
+            "template_hash": rec["template_hash"],
+            "generator_version": rec["generator_version"],
+            "measured": rec["measured"],
+            "record": to_json_line(rec),
+        },
+        "axis": rec["axis"],
+        "value": rec["value"],
+    }
+
+
+def _schema() -> Any:
+    import pyarrow as pa
+
+    ints = pa.list_(pa.int64())
+    measured = pa.struct([(k, pa.int64()) for k in ("depth", "horizon", "breadth", "parallel", "robustness")])
+    return pa.schema(
+        [
+            ("data_source", pa.string()),
+            ("prompt", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))),
+            ("ability", pa.string()),
+            ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+            (
+                "extra_info",
+                pa.struct(
+                    [
+                        ("id", pa.string()),
+                        ("split", pa.string()),
+                        ("index", pa.int64()),
+                        ("seed", pa.int64()),
+                        ("answers", ints),
+                        ("decoys", ints),
+                        ("attacked_answers", ints),
+                        ("template_hash", pa.string()),
+                        ("generator_version", pa.string()),
+                        ("measured", measured),
+                        ("record", pa.string()),
+                    ]
+                ),
+            ),
+            ("axis", pa.string()),
+            ("value", pa.int64()),
+        ]
+    )
+
+
+def write_records(path: Path, records: Iterable[dict[str, Any]]) -> int:
+    """Write records to ``path`` (.jsonl or .parquet); return how many were written."""
+    suffix = check_format(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if suffix == ".jsonl":
+        n = 0
+        with path.open("w", encoding="utf-8", newline="\n") as fh:
+            for rec in records:
+                fh.write(to_json_line(rec) + "\n")
+                n += 1
+        return n
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [verl_row(r) for r in records]
+    table = pa.Table.from_pylist(rows, schema=_schema())
+    pq.write_table(table, path, compression="zstd")
+    return len(rows)
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    """Read full records back from a .jsonl or .parquet file written by :func:`write_records`."""
+    if not path.is_file():
+        raise UsageError(f"no such file: {path}", hint="give the path of a .jsonl or .parquet file")
+    suffix = check_format(path)
+    if suffix == ".jsonl":
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                if line.strip():
+                    try:
+                        yield json.loads(line)
+                    except json.JSONDecodeError as exc:
+                        raise UsageError(
+                            f"{path}:{lineno}: not JSON ({exc})", hint="is it a MASBench file?"
+                        ) from None
+        return
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path, columns=["extra_info"])
+    for info in table.column("extra_info").to_pylist():
+        yield json.loads(info["record"])
+
+
+def data_files(path: Path) -> list[Path]:
+    """The instance files under ``path`` (itself if a file; else its *.jsonl and *.parquet, sorted)."""
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix in FORMATS)
+        if not files:
+            raise UsageError(f"no .jsonl or .parquet files in {path}", hint="run `masorch bench make` first")
+        return files
+    return [path]

@@ -1,0 +1,44 @@
+"""``masorch bench``: make, check and stats through the CLI entry point."""
+
+from __future__ import annotations
+
+import json
+
+from masorch.cli.main import main
+
+
+def test_make_check_stats_round_trip(tmp_path, capsys):
+    out = tmp_path / "d.parquet"
+    argv = ["bench", "make", "--axis", "depth", "--values", "2-3,8", "--n", "2", "--split", "test"]
+    assert main([*argv, "--seed", "4", "-o", str(out), "-q"]) == 0
+    again = tmp_path / "again.parquet"
+    assert main([*argv, "--seed", "4", "-o", str(again), "-q"]) == 0
+    assert out.read_bytes() == again.read_bytes()
+    capsys.readouterr()
+    assert main(["bench", "check", str(out)]) == 0
+    assert "checked 6 instances" in capsys.readouterr().out
+    assert main(["bench", "stats", str(out), "--json"]) == 0
+    st = json.loads(capsys.readouterr().out)
+    assert [(c["value"], c["n"]) for c in st["counts"]] == [(2, 2), (3, 2), (8, 2)]
+
+
+def test_check_exits_1_on_a_disagreement(tmp_path, capsys):
+    out = tmp_path / "h.jsonl"
+    assert (
+        main(["bench", "make", "--axis", "horizon", "--values", "2", "--n", "2", "-o", str(out), "-q"]) == 0
+    )
+    lines = out.read_text().splitlines()
+    rec = json.loads(lines[0])
+    rec["answers"][1] = (rec["answers"][1] + 1) % 23
+    lines[0] = json.dumps(rec)
+    out.write_text("\n".join(lines) + "\n")
+    assert main(["bench", "check", str(out)]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    assert main(["bench", "make", "--axis", "width", "-o", str(tmp_path / "x.jsonl"), "-q"]) == 2
+    assert main(["bench", "make", "--values", "1-3", "-o", str(tmp_path / "x.jsonl"), "-q"]) == 2
+    assert main(["bench", "make", "-o", str(tmp_path / "x.csv"), "-q"]) == 2
+    assert main(["bench", "check", str(tmp_path / "missing.jsonl")]) == 2
+    assert "hint" in capsys.readouterr().err
