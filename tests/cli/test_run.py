@@ -50,7 +50,9 @@ def make_app(orchestrator_replies, made: dict | None = None) -> typer.Typer:
     run_cli.register(
         app,
         backend_factory=factory,
-        agents_factory=lambda: AgentRegistry([CotAgent(max_tokens=64), SelfConsistencyAgent(max_tokens=64)]),
+        agents_factory=lambda max_tokens: AgentRegistry(
+            [CotAgent(max_tokens=max_tokens), SelfConsistencyAgent(max_tokens=max_tokens)]
+        ),
     )
     return app
 
@@ -132,3 +134,26 @@ def test_main_reports_usage_errors_in_one_line(capsys):
     assert main(["run", "Q", "--dom", "mid"]) == 2
     err = capsys.readouterr().err
     assert "--dom must be low or high" in err and "Traceback" not in err
+
+
+def test_rounds_mode():
+    from masorch.backends.base import Completion, ToolCall
+
+    script = [
+        Completion(text="", tool_calls=(ToolCall("cot", '{"task": "Add 2 and 3."}'),)),
+        Completion(text="", tool_calls=(ToolCall("final_answer", '{"answer": "5"}'),)),
+    ]
+    result = CliRunner().invoke(make_app(script), [*ARGS, "--mode", "rounds", "--json"])
+    out = json.loads(result.stdout)
+    assert (out["status"], out["answer"], out["usage"]["calls"]) == ("ok", "5", 3)
+    assert [a["id"] for a in out["plan"]["agents"]] == ["r1c1"]
+    shown = CliRunner().invoke(make_app(script), [*ARGS, "--mode", "rounds"])
+    assert "answer: 5" in shown.stdout and "r1c1" in shown.stdout
+
+
+def test_max_tokens_caps_the_plan_and_sub_agent_calls():
+    made: dict = {}
+    result = CliRunner().invoke(make_app([PLAN], made), [*ARGS, "--json", "--max-tokens", "32"])
+    assert json.loads(result.stdout)["status"] == "ok"
+    configs = [c for _, c in made["scripted:orch"].calls] + [c for _, c in made["scripted:sub"].calls]
+    assert len(configs) == 5 and {c.max_tokens for c in configs} == {32}

@@ -154,8 +154,6 @@ class OpenAIBackend:
             key = "EMPTY"  # self-hosted servers (vLLM, llama.cpp, Ollama) accept any key
         self._api_key = key
         self._model_id = model_id or f"{provider}:{model}"
-        if self._api_key != "EMPTY" and len(self._api_key) >= 4 and self._api_key in self._model_id:
-            raise UsageError("the model id would contain the API key", hint="pass the key only as api_key")
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
         self.pricing = pricing

@@ -28,6 +28,7 @@ from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
 from masorch.run.orchestrate import OrchestrateOptions, orchestrate
 from masorch.run.result import RunResult
+from masorch.run.rounds import RoundsOptions, run_rounds
 from masorch.trace.events import Event
 from masorch.trace.writer import CallbackSink, FanOut, TraceSink, TraceWriter
 
@@ -35,7 +36,8 @@ from masorch.trace.writer import CallbackSink, FanOut, TraceSink, TraceWriter
 DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
 
 BackendFactory = Callable[[str], Backend]
-AgentsFactory = Callable[[], AgentRegistry]
+#: Builds the sub-agent registry; the argument caps each sub-agent call's completion tokens.
+AgentsFactory = Callable[[int], AgentRegistry]
 RetrieverFactory = Callable[[Path], Retriever]
 
 
@@ -46,23 +48,22 @@ def default_backend_factory(spec: str) -> Backend:
     return make_backend(spec)
 
 
-def default_agents_factory() -> AgentRegistry:
+def default_agents_factory(max_tokens: int) -> AgentRegistry:
     """The built-in sub-agents (:func:`masorch.agents.default_registry`)."""
-    import masorch.agents
+    from masorch.agents import default_registry
 
-    # Looked up at call time: the registry function lives in the agents package's public API.
-    make = getattr(masorch.agents, "default_registry", None)
-    if make is None:
-        raise UsageError("this masorch has no default sub-agent registry", hint="install a complete masorch")
-    registry: AgentRegistry = make()
-    return registry
+    return default_registry(max_tokens=max_tokens)
 
 
 def default_retriever_factory(path: Path) -> Retriever:
-    """A BM25 retriever over a JSONL corpus or a saved index directory."""
-    from masorch.agents.search import load_retriever
+    """A BM25 corpus: a saved index directory, or a JSONL file (its index cached beside it)."""
+    from masorch.agents.corpus import BM25Corpus
 
-    return load_retriever(path)
+    if path.is_dir():
+        return BM25Corpus.load(path)
+    if not path.is_file():
+        raise UsageError(f"no corpus at {path}", hint="pass a JSONL corpus file or a saved index directory")
+    return BM25Corpus.open(path, path.with_name(path.name + ".index"))
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,9 @@ class RunArgs:
     timeout_s: float | None
     node_timeout_s: float | None
     corpus: Path | None
+    mode: str = "plan"
+    max_rounds: int = 3
+    max_tokens: int = 1024
 
 
 def register(
@@ -116,10 +120,19 @@ def register(
             None, "--node-timeout", min=0, help="Per-node timeout (s)."
         ),
         corpus: Path | None = typer.Option(None, "--corpus", help="JSONL corpus or index dir for search."),  # noqa: B008
+        mode: str = typer.Option(
+            "plan", "--mode", help="plan: one holistic plan; rounds: agents as tools over rounds."
+        ),
+        max_rounds: int = typer.Option(3, "--max-rounds", min=1, help="Tool rounds in --mode rounds."),
+        max_tokens: int = typer.Option(
+            1024, "--max-tokens", min=16, help="Most completion tokens of one call (plan or sub-agent)."
+        ),
     ) -> None:
         """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
         if dom not in ("low", "high"):
             raise UsageError(f"--dom must be low or high, got {dom!r}", hint="use --dom low or --dom high")
+        if mode not in ("plan", "rounds"):
+            raise UsageError(f"unknown mode {mode!r}", hint="use --mode plan or --mode rounds")
         if dialect not in ("calls", "json", "xml"):
             raise UsageError(f"unknown dialect {dialect!r}", hint="use --dialect calls, json or xml")
         sub = subagent or orchestrator or DEFAULT_MODEL
@@ -138,6 +151,9 @@ def register(
             timeout_s=timeout,
             node_timeout_s=node_timeout,
             corpus=corpus,
+            mode=mode,
+            max_rounds=max_rounds,
+            max_tokens=max_tokens,
         )
         result = asyncio.run(
             _run(
@@ -159,7 +175,7 @@ async def _run(
 ) -> RunResult:
     per_kind_specs = dict(_kind_model(s) for s in args.agent_models)
     retriever = make_retriever(args.corpus) if args.corpus is not None else None
-    agents = make_agents()
+    agents = make_agents(args.max_tokens)
     unknown = sorted(k for k in per_kind_specs if k not in agents)
     if unknown:
         raise UsageError(
@@ -180,27 +196,13 @@ async def _run(
             per_kind={k: backend(v) for k, v in per_kind_specs.items()},
             judge=backend(args.judge) if args.judge else None,
         )
-        options = OrchestrateOptions(
-            dom=args.dom,
-            dialect=args.dialect,  # type: ignore[arg-type]  # checked in run_cmd
-            repair=args.repair,
-            budget=args.budget,
-            deadline_s=args.timeout_s,
-            node_timeout_s=args.node_timeout_s,
-        )
         console = Console(emoji=False)
         writer = TraceWriter(args.trace) if args.trace is not None else None
         try:
             if args.as_json:
                 sinks: list[TraceSink] = [writer] if writer else []
-                result = await orchestrate(
-                    args.question,
-                    orchestrator=backend(args.orchestrator),
-                    backends=roles,
-                    agents=agents,
-                    options=options,
-                    trace=FanOut(sinks),
-                    retriever=retriever,
+                result = await _answer(
+                    args, backend(args.orchestrator), roles, agents, FanOut(sinks), retriever
                 )
                 typer.echo(json.dumps(json_summary(result), ensure_ascii=False))
                 return result
@@ -208,14 +210,8 @@ async def _run(
             sinks = [CallbackSink(view.on_event), *([writer] if writer else [])]
             with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
                 view.live = live
-                result = await orchestrate(
-                    args.question,
-                    orchestrator=backend(args.orchestrator),
-                    backends=roles,
-                    agents=agents,
-                    options=options,
-                    trace=FanOut(sinks),
-                    retriever=retriever,
+                result = await _answer(
+                    args, backend(args.orchestrator), roles, agents, FanOut(sinks), retriever
                 )
             console.line()
             _show_result(console, result)
@@ -226,6 +222,52 @@ async def _run(
     finally:
         for b in cache.values():
             await b.aclose()
+
+
+async def _answer(
+    args: RunArgs,
+    orchestrator: Backend,
+    roles: RoleBackends,
+    agents: AgentRegistry,
+    trace: TraceSink,
+    retriever: Retriever | None,
+) -> RunResult:
+    """Run the chosen mode: one holistic plan, or rounds of agent tool calls."""
+    if args.mode == "rounds":
+        rounds = RoundsOptions(
+            max_rounds=args.max_rounds,
+            budget=args.budget,
+            deadline_s=args.timeout_s,
+            node_timeout_s=args.node_timeout_s,
+            max_tokens=args.max_tokens,
+        )
+        return await run_rounds(
+            args.question,
+            orchestrator=orchestrator,
+            backends=roles,
+            agents=agents,
+            options=rounds,
+            trace=trace,
+            retriever=retriever,
+        )
+    options = OrchestrateOptions(
+        dom=args.dom,
+        dialect=args.dialect,  # type: ignore[arg-type]  # checked in run_cmd
+        repair=args.repair,
+        budget=args.budget,
+        deadline_s=args.timeout_s,
+        node_timeout_s=args.node_timeout_s,
+        max_plan_tokens=args.max_tokens,
+    )
+    return await orchestrate(
+        args.question,
+        orchestrator=orchestrator,
+        backends=roles,
+        agents=agents,
+        options=options,
+        trace=trace,
+        retriever=retriever,
+    )
 
 
 def json_summary(result: RunResult) -> dict[str, Any]:
@@ -279,8 +321,12 @@ class _LiveView:
 
     def on_event(self, event: Event) -> None:
         if event.type == "plan_parsed":
-            self.plan = Plan.model_validate(event.plan)
-            self.status = {a.id: "pending" for a in self.plan.agents}
+            plan = Plan.model_validate(event.plan)
+            if event.dialect == "tools" and self.plan is not None:  # rounds mode: one event per round
+                plan = Plan(agents=self.plan.agents + plan.agents)
+            self.plan = plan
+            for a in plan.agents:
+                self.status.setdefault(a.id, "pending")
             self.phase = "running"
         elif event.type == "plan_rejected":
             self.phase = f"plan rejected (attempt {event.attempt + 1})"

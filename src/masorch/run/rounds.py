@@ -27,6 +27,7 @@ from masorch.run.orchestrate import param_json_schema
 from masorch.run.result import RunResult, RunStatus
 from masorch.run.session import RunSession
 from masorch.trace.events import PlanParsed, RunStarted
+from masorch.trace.writer import TraceSink
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ async def run_rounds(
     backends: RoleBackends,
     agents: AgentRegistry,
     options: RoundsOptions | None = None,
-    trace: Any = None,
+    trace: TraceSink | None = None,
     retriever: Retriever | None = None,
 ) -> RunResult:
     """Answer ``question`` by rounds of parallel sub-agent tool calls chosen by the orchestrator."""
