@@ -153,6 +153,17 @@ async def test_request_carries_sampling_schema_tools_and_distinct_sample_seeds()
     assert (first["seed"], second["seed"]) == (10, 11)
 
 
+async def test_schema_as_json_object_for_llama_cpp_python_servers() -> None:
+    schema = {"type": "object", "properties": {"answer": {"type": "integer"}}}
+    with LoopbackServer() as server:
+        b = backend(server, schema_format="json_object")
+        await b.complete(ASK, GenerateConfig(json_schema=schema))
+        await b.aclose()
+    assert server.bodies[0]["response_format"] == {"type": "json_object", "schema": schema}
+    with pytest.raises(UsageError):
+        OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", schema_format="yaml")  # type: ignore[arg-type]
+
+
 async def test_tool_calls_are_returned() -> None:
     def call_tool(messages: list[dict[str, object]]) -> dict[str, object]:
         args = {"a": 2, "b": 2}

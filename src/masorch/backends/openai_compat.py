@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from masorch.backends.base import Completion, FinishReason, GenerateConfig, Message, ToolCall, Usage
@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 BASE_URL_ENV = ("MASORCH_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 API_KEY_ENV = ("MASORCH_OPENAI_API_KEY", "OPENAI_API_KEY")
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+SchemaFormat = Literal["json_schema", "json_object"]
 _FINISH: dict[str, FinishReason] = {
     "stop": "stop",
     "length": "length",
@@ -121,6 +122,9 @@ class OpenAIBackend:
     ``timeout_s`` bounds each request; ``retry`` says how transient failures are retried; ``pricing``
     fills :attr:`Usage.cost`. ``model_id`` is ``provider:model`` unless ``model_id`` is given.
     With a ``seed``, sample ``i`` of a prompt uses seed ``seed + i`` so that samples stay distinct.
+    ``schema_format`` says how a JSON schema is sent: ``json_schema`` (OpenAI, vLLM, SGLang, Ollama,
+    the llama.cpp C++ server) or ``json_object`` with a ``schema`` field (llama-cpp-python's server,
+    which rejects ``json_schema``).
     """
 
     def __init__(
@@ -135,6 +139,7 @@ class OpenAIBackend:
         retry: RetryPolicy | None = None,
         pricing: Pricing | None = None,
         extra_body: Mapping[str, Any] | None = None,
+        schema_format: SchemaFormat = "json_schema",
         rng_seed: int | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
@@ -158,6 +163,11 @@ class OpenAIBackend:
         self.retry = retry or RetryPolicy()
         self.pricing = pricing
         self.extra_body = dict(extra_body or {})
+        if schema_format not in ("json_schema", "json_object"):
+            raise UsageError(
+                f"unknown schema format {schema_format!r}", hint="use json_schema or json_object"
+            )
+        self.schema_format = schema_format
         self._rng = random.Random(rng_seed)
         self._client: Any = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
@@ -200,7 +210,9 @@ class OpenAIBackend:
             body["stop"] = list(config.stop)
         if config.seed is not None:
             body["seed"] = config.seed + config.sample_index
-        if config.json_schema is not None:
+        if config.json_schema is not None and self.schema_format == "json_object":
+            body["response_format"] = {"type": "json_object", "schema": dict(config.json_schema)}
+        elif config.json_schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "response", "schema": dict(config.json_schema)},

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 from masorch.backends.base import Backend
 from masorch.backends.cache import CACHE_MODES, CachedBackend, CacheMode, ResponseCache
 from masorch.backends.models import ModelStore
-from masorch.backends.openai_compat import OpenAIBackend, Pricing, RetryPolicy, redact_url
+from masorch.backends.openai_compat import OpenAIBackend, Pricing, RetryPolicy, SchemaFormat, redact_url
 from masorch.errors import UsageError
 
 PROVIDERS: tuple[str, ...] = ("openai", "vllm", "local", "scripted")
@@ -33,7 +33,9 @@ VLLM_KEY_ENV = "MASORCH_VLLM_API_KEY"
 class BackendSettings:
     """How backends made from model strings are configured (keys stay out of ``repr``).
 
-    ``cache_path`` with a ``cache_mode`` other than ``off`` wraps every backend in a
+    ``schema_format`` is how OpenAI-compatible backends send a JSON schema (see
+    :class:`~masorch.backends.openai_compat.OpenAIBackend`). ``cache_path`` with a ``cache_mode`` other
+    than ``off`` wraps every backend in a
     :class:`~masorch.backends.cache.CachedBackend` over that SQLite file.
     """
 
@@ -43,6 +45,7 @@ class BackendSettings:
     timeout_s: float = 120.0
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     pricing: Pricing | None = None
+    schema_format: SchemaFormat = "json_schema"
     n_ctx: int = 4096
     n_threads: int | None = None
     models_dir: Path | None = None
@@ -77,6 +80,7 @@ def make_backend(
             timeout_s=settings.timeout_s,
             retry=settings.retry,
             pricing=settings.pricing,
+            schema_format=settings.schema_format,
             env=env,
         )
     elif provider == "vllm":
@@ -118,6 +122,7 @@ def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backe
         timeout_s=settings.timeout_s,
         retry=settings.retry,
         pricing=settings.pricing,
+        schema_format=settings.schema_format,
         env={},
     )
 
