@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from masorch.agents.sandbox import SandboxLimits, namespace_prefix, pids_cgroup_base, run_sandboxed
+from masorch.errors import RunError
 
 needs_namespaces = pytest.mark.skipif(not namespace_prefix(), reason="this host cannot create namespaces")
 FAST = SandboxLimits(wall_s=5.0)
@@ -292,3 +293,48 @@ async def test_cancelling_the_caller_kills_the_program(tmp_path):
             break
         await asyncio.sleep(0.05)
     assert not Path(f"/proc/{pid}").exists()
+
+
+async def test_the_program_sees_the_standard_library_only_unless_paths_are_given():
+    code = "import importlib.util as u\nprint([u.find_spec(m) is None for m in ('masorch', 'numpy')])\n"
+    bare = await run_sandboxed(code, FAST)
+    assert bare.ok and bare.stdout.strip() == "[True, True]"
+    numpy_dir = str(Path(__import__("numpy").__file__).parents[1])
+    with_packages = await run_sandboxed(code, SandboxLimits(wall_s=5.0, extra_paths=(numpy_dir,)))
+    assert with_packages.ok and with_packages.stdout.strip().endswith("False]")
+
+
+async def test_a_layer_that_cannot_be_set_up_is_a_run_error(tmp_path, monkeypatch):
+    import masorch.agents.sandbox as sandbox
+
+    monkeypatch.setattr(sandbox, "pids_cgroup_base", lambda: tmp_path)
+    monkeypatch.setattr(sandbox, "_make_pids_cgroup", lambda base, n: tmp_path / "no-such-cgroup")
+    with pytest.raises(RunError, match="could not join the process cgroup"):
+        await run_sandboxed("print('never runs')\n", FAST)
+
+
+async def test_reads_are_confined_to_the_sandbox_interpreter_and_system_data(tmp_path):
+    secret = tmp_path / "answers.jsonl"
+    secret.write_text('{"answer": "42"}')
+    code = program(
+        f"""
+        import os, json
+        for path in ({str(secret)!r}, "/etc/shadow", os.path.expanduser("~/../../root/.bashrc")):
+            try:
+                print("READ", open(path).read()[:20])
+            except OSError as exc:
+                print("blocked", type(exc).__name__)
+        print("stdlib", len(open(json.__file__).read()) > 0)
+        """
+    )
+    result = await run_sandboxed(code, FAST)
+    assert result.ok, result.stderr
+    assert "READ" not in result.stdout and result.stdout.count("blocked") == 3
+    assert "stdlib True" in result.stdout
+
+
+async def test_a_crash_in_c_code_is_reported_with_a_traceback():
+    code = "import ctypes\nctypes.string_at(0)\n"  # ctypes is refused by the hook, so turn it off
+    result = await run_sandboxed(code, SandboxLimits(wall_s=5.0, audit_hook=False))
+    assert result.exit_code == -11 and not result.ok
+    assert "Segmentation fault" in result.stderr and "main.py" in result.stderr

@@ -3,15 +3,16 @@
 Started as ``python -I -S -B _sandbox_prelude.py CONFIG_JSON`` by :mod:`masorch.agents.sandbox`
 (never imported by masorch itself). It lowers resource limits, patches the raw process-spawn
 primitive, installs an audit hook that refuses network, process creation, signals to other
-processes and writes outside the sandbox directory, and only then runs ``main.py`` as
+processes, writes outside the sandbox directory and reads outside it, the interpreter, the
+import path and a few system data files, and only then runs ``main.py`` as
 ``__main__``. Standard library only: the child may not see any other package.
 """
 
 from __future__ import annotations
 
+import faulthandler
 import json
 import os
-import re
 import resource
 import signal
 import sys
@@ -89,7 +90,24 @@ _PATH_EVENTS: dict[str, tuple[int, ...]] = {
 }
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-_PROC_PID = re.compile(r"^/proc/(\d+)(/|$)")
+#: System files and directories a program may read besides the sandbox and the import path.
+_READABLE = (
+    "/usr/share",
+    "/usr/lib",
+    "/usr/local/lib",
+    "/lib",
+    "/lib64",
+    "/dev/zero",
+    "/dev/urandom",
+    "/dev/random",
+    "/etc/localtime",
+    "/etc/timezone",
+    "/etc/os-release",
+    "/etc/mime.types",
+    "/etc/ssl",
+    "/proc/cpuinfo",
+    "/proc/meminfo",
+)
 
 
 def _set_limits(config: dict[str, Any]) -> None:
@@ -122,40 +140,38 @@ def _path_name(path: object) -> str | None:
     return None
 
 
-def _make_hook(root: str) -> Callable[[str, tuple[Any, ...]], None]:
-    own_pid = str(os.getpid())
-    allowed_files = frozenset({"/dev/null"})
+def _under(real: str, roots: tuple[str, ...]) -> bool:
+    return any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in roots)
 
-    def inside(path: object, dir_fd: object = None) -> bool:
+
+def _make_hook(root: str, read_roots: tuple[str, ...]) -> Callable[[str, tuple[Any, ...]], None]:
+    own_proc = f"/proc/{os.getpid()}"
+    write_roots = (root, "/dev/null")
+    readable = (*write_roots, *read_roots, own_proc, *_READABLE)
+
+    def allowed(path: object, roots: tuple[str, ...], dir_fd: object = None) -> bool:
         if isinstance(path, int):
             return True  # an already-open descriptor
         name = _path_name(path)
         if name is None or (dir_fd is not None and not os.path.isabs(name)):
             return False
-        real = os.path.realpath(name)
-        return real == root or real.startswith(root + os.sep) or real in allowed_files
-
-    def other_process(path: object) -> bool:
-        name = _path_name(path)
-        if name is None:
-            return False
-        match = _PROC_PID.match(os.path.realpath(name))
-        return match is not None and match.group(1) != own_pid
+        return _under(os.path.realpath(name), roots)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event in _ALWAYS_BLOCKED:
             raise PermissionError(f"sandbox: {event} is not allowed")
         if event == "open":
             path, flags = args[0], args[2]
-            if other_process(path):
-                raise PermissionError(f"sandbox: reading other processes' files is not allowed: {path!r}")
-            if isinstance(flags, int) and flags & _WRITE_FLAGS and not inside(path):
-                raise PermissionError(
-                    f"sandbox: writing outside the sandbox directory is not allowed: {path!r}"
-                )
+            if isinstance(flags, int) and flags & _WRITE_FLAGS:
+                if not allowed(path, write_roots):
+                    raise PermissionError(
+                        f"sandbox: writing outside the sandbox directory is not allowed: {path!r}"
+                    )
+            elif not allowed(path, readable):
+                raise PermissionError(f"sandbox: reading {path!r} is not allowed (outside the sandbox)")
         elif event in _PATH_EVENTS:
             for index in _PATH_EVENTS[event]:
-                if index < len(args) and not inside(args[index]):
+                if index < len(args) and not allowed(args[index], write_roots):
                     raise PermissionError(f"sandbox: {event} outside the sandbox directory is not allowed")
         elif event == "import" and args and args[0] == "_posixsubprocess":
             raise PermissionError("sandbox: re-importing _posixsubprocess is not allowed")
@@ -191,6 +207,7 @@ def main() -> None:
     os.chdir(root)
     _set_limits(config)
     signal.signal(signal.SIGXCPU, _on_cpu_limit)
+    faulthandler.enable()  # a crash in C code still leaves a Python traceback for the model
     sys.path[:0] = [root]
     sys.path.extend(config.get("extra_paths", ()))
     sys.argv = [program]
@@ -198,7 +215,11 @@ def main() -> None:
         import _posixsubprocess
 
         _posixsubprocess.fork_exec = _deny_spawn  # type: ignore[assignment]
-        sys.addaudithook(_make_hook(root))
+        # Reads are confined to the sandbox, the interpreter and its import path, and system data:
+        # not the caller's home, data sets (with their answers) or credentials.
+        prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+        read_roots = tuple(os.path.realpath(p) for p in (*prefixes, *sys.path) if p)
+        sys.addaudithook(_make_hook(root, read_roots))
     import runpy
 
     try:

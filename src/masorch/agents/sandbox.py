@@ -27,10 +27,12 @@ Layers, from the operating system up, and what each one covers:
   creation (fork, exec, spawn, ``subprocess``, ``os.system``; the raw ``_posixsubprocess`` entry is
   replaced), signals to other processes, socket connect/bind/send and name lookups, raw ``ctypes``
   calls, raising limits, opening files for writing or renaming/removing/changing anything outside
-  the sandbox directory, and reading other processes' ``/proc`` entries. Audit hooks are not a
+  the sandbox directory, and reading files other than the sandbox's, the interpreter's and its
+  import path's, and a short list of system data (``/usr/share``, ``/usr/lib``, time zone, ...):
+  no home directories, data sets or credentials, no other process's ``/proc``. Audit hooks are not a
   security boundary against determined code (PEP 578); this layer turns the common ways out into
-  clear ``PermissionError``s, and it is the only layer that blocks writes outside the directory
-  (the child's user namespace maps it to the caller's uid, so file permissions are the caller's).
+  clear ``PermissionError``s, and it is the only layer that confines file reads and writes (the
+  child's user namespace maps it to the caller's uid, so file permissions are the caller's).
 * **Output**: stdout and stderr are captured up to ``max_output_bytes`` each (the rest is dropped;
   a program that prints more than 16 times that is killed).
 
@@ -56,12 +58,16 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from masorch.errors import RunError
+
 logger = logging.getLogger(__name__)
 
 _PRELUDE = Path(__file__).with_name("_sandbox_prelude.py")
 _NAMESPACE_ARGS = ("--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--mount-proc")
 #: The exit status the prelude uses when the CPU limit is reached (see ``_sandbox_prelude``).
 EXIT_CPU_LIMIT = 152
+#: The exit status of a prelude that could not set up a promised layer (no user code ran).
+EXIT_SETUP_FAILED = 125
 _OUTPUT_KILL_FACTOR = 16
 
 
@@ -166,7 +172,9 @@ def pids_cgroup_base() -> Path | None:
     for base in candidates:
         if (base / "cgroup.procs").exists() and os.access(base, os.W_OK):
             return base
-    logger.warning("sandbox: no writable pids cgroup; the process count is limited by RLIMIT_NPROC only")
+    logger.warning(
+        "sandbox: no writable pids cgroup; process counts fall back to RLIMIT_NPROC (not enforced for root)"
+    )
     return None
 
 
@@ -186,6 +194,8 @@ async def _remove_cgroup_when_empty(group: Path) -> None:
     for _ in range(40):
         try:
             group.rmdir()
+            return
+        except FileNotFoundError:
             return
         except OSError:
             await asyncio.sleep(0.05)
@@ -239,7 +249,8 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
 async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
     """Run ``code`` as a Python program in the sandbox and report its output and fate."""
     limits = limits or SandboxLimits()
-    prefix = namespace_prefix() if limits.namespaces else ()
+    # The first call probes the host (runs unshare once); keep that off the event loop.
+    prefix = await asyncio.to_thread(namespace_prefix) if limits.namespaces else ()
     cgroup_base = pids_cgroup_base()
     group = _make_pids_cgroup(cgroup_base, limits.max_processes) if cgroup_base is not None else None
     # RLIMIT_NPROC counts every process of the uid outside a user namespace, and real root is exempt.
@@ -270,13 +281,19 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
         argv = [*prefix, sys.executable, "-I", "-S", "-B", str(_PRELUDE), json.dumps(config)]
         return await _run(argv, root, limits, tuple(isolation))
     finally:
-        shutil.rmtree(root, onerror=_log_cleanup_error)
+        _remove_tree(root)
         if group is not None:
             await _remove_cgroup_when_empty(group)
 
 
-def _log_cleanup_error(function: object, path: str, exc_info: object) -> None:
-    logger.warning("sandbox: could not remove %s: %s", path, exc_info)
+def _remove_tree(root: str) -> None:
+    def log_error(function: object, path: str, error: object) -> None:
+        logger.warning("sandbox: could not remove %s: %s", path, error)
+
+    if sys.version_info >= (3, 12):
+        shutil.rmtree(root, onexc=log_error)
+    else:
+        shutil.rmtree(root, onerror=log_error)
 
 
 async def _run(
@@ -320,6 +337,11 @@ async def _run(
             if not task.done():
                 task.cancel()
     exit_code = process.returncode
+    if exit_code == EXIT_SETUP_FAILED and err.startswith(b"sandbox: "):
+        raise RunError(
+            f"the sandbox could not be set up: {err.decode(errors='replace').strip()}",
+            hint="check that this process may write to the pids cgroup, or run where cgroups are writable",
+        )
     if not killed_reason and exit_code == EXIT_CPU_LIMIT:
         killed_reason = "cpu_limit"
     truncated = len(totals) < 2 or any(total > limits.max_output_bytes for total in totals)
