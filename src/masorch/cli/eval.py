@@ -8,6 +8,7 @@ tests can inject scripted backends: ``register(app, env_factory=...)``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,19 +23,15 @@ from masorch.eval.report import write_report
 from masorch.eval.sources import resolve_all
 from masorch.eval.systems import SystemSpec, budget_from, load_systems_file, parse_systems
 
-EnvFactory = Callable[[Path | None, dict[str, dict[str, Any]]], EnvSpec]
+#: (cache path, per-call max tokens, scorer options) -> the environment of a run.
+EnvFactory = Callable[[Path | None, int | None, dict[str, dict[str, Any]]], EnvSpec]
 
 
-def default_env_factory(cache: Path | None, scorer_options: dict[str, dict[str, Any]]) -> EnvSpec:
+def default_env_factory(
+    cache: Path | None, max_tokens: int | None, scorer_options: dict[str, dict[str, Any]]
+) -> EnvSpec:
     """The real environment: backends from model strings (through ``cache`` if given), built-in agents."""
-    spec = EnvSpec.with_cache(cache)
-    return EnvSpec(
-        backend_factory=spec.backend_factory,
-        agents_factory=spec.agents_factory,
-        retriever_factory=spec.retriever_factory,
-        scorer_factory=spec.scorer_factory,
-        scorer_options=scorer_options,
-    )
+    return EnvSpec.default(cache_path=cache, max_tokens=max_tokens, scorer_options=scorer_options)
 
 
 def _systems(systems: str | None, config: Path | None, defaults: dict[str, Any]) -> list[SystemSpec]:
@@ -78,6 +75,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         limit: int | None = typer.Option(None, "--limit", min=0, help="First N samples (per axis value)."),
         sample: int | None = typer.Option(None, "--sample", min=0, help="A seeded random N samples."),
         seed: int = typer.Option(0, "--seed", help="Seed of --sample and of the bootstrap."),
+        max_tokens: int | None = typer.Option(
+            None, "--max-tokens", min=1, help="Completion cap of each sub-agent call."
+        ),
         concurrency: int = typer.Option(8, "--concurrency", min=1, help="Samples in flight."),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
         retry_failed: bool = typer.Option(
@@ -85,8 +85,11 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         ),
         cache: Path | None = typer.Option(None, "--cache", help="SQLite record/replay cache of LLM calls."),  # noqa: B008
         data_cache: Path | None = typer.Option(None, "--data-cache", help="Dataset cache directory."),  # noqa: B008
+        scorer: str | None = typer.Option(
+            None, "--scorer", help="Override every dataset's scorer: math, exact, f1, masbench, llm_judge."
+        ),
         scorer_judge: str | None = typer.Option(
-            None, "--judge-model", help="Model of the LLM-judge scorer (scorer llm_judge)."
+            None, "--judge-model", help="Model of the llm_judge scorer (its own model string)."
         ),
         ray: str | None = typer.Option(
             None, "--ray", help="Run samples as Ray tasks: 'local' or a cluster address (ray://host:port)."
@@ -117,8 +120,14 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             seed=seed,
             cache_dir=data_cache,
         )
+        if scorer is not None:
+            if scorer == "llm_judge" and not scorer_judge:
+                raise UsageError(
+                    "--scorer llm_judge needs --judge-model", hint="e.g. --judge-model openai:gpt-4o"
+                )
+            sources = [dataclasses.replace(src, scorer=scorer) for src in sources]
         scorer_options = {"llm_judge": {"model": scorer_judge}} if scorer_judge else {}
-        env = (env_factory or default_env_factory)(cache, scorer_options)
+        env = (env_factory or default_env_factory)(cache, max_tokens, scorer_options)
         options = EvalOptions(
             concurrency=concurrency,
             resume=resume,

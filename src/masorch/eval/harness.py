@@ -49,11 +49,11 @@ def default_backend_factory(spec: str, cache_path: str | None = None) -> Backend
     return make_backend(spec, settings=settings)
 
 
-def default_agents_factory() -> AgentRegistry:
-    """The built-in sub-agents."""
+def default_agents_factory(max_tokens: int | None = None) -> AgentRegistry:
+    """The built-in sub-agents (``max_tokens`` caps each call's completion; None: their default)."""
     from masorch.agents import default_registry
 
-    return default_registry()
+    return default_registry() if max_tokens is None else default_registry(max_tokens=max_tokens)
 
 
 def default_retriever_factory(corpus: Path) -> Retriever:
@@ -79,12 +79,21 @@ class EnvSpec:
     scorer_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def with_cache(cls, cache_path: Path | None) -> EnvSpec:
-        """The default environment; with ``cache_path``, every backend records/replays through it."""
-        factory = functools.partial(
-            default_backend_factory, cache_path=str(cache_path) if cache_path else None
+    def default(
+        cls,
+        *,
+        cache_path: Path | None = None,
+        max_tokens: int | None = None,
+        scorer_options: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> EnvSpec:
+        """The real environment; with ``cache_path`` every backend records/replays through that cache."""
+        return cls(
+            backend_factory=functools.partial(
+                default_backend_factory, cache_path=str(cache_path) if cache_path else None
+            ),
+            agents_factory=functools.partial(default_agents_factory, max_tokens),
+            scorer_options=dict(scorer_options or {}),
         )
-        return cls(backend_factory=factory)
 
 
 class Environment:
@@ -127,10 +136,15 @@ class Environment:
             return self._scorers[name]
 
     async def aclose(self) -> None:
-        """Close every backend."""
+        """Close every backend and every scorer that holds resources (math-verify workers)."""
         for backend in self._backends.values():
             await backend.aclose()
         self._backends.clear()
+        for scorer in self._scorers.values():
+            close = getattr(scorer, "close", None)
+            if callable(close):
+                close()
+        self._scorers.clear()
 
 
 @dataclass(frozen=True)

@@ -1,23 +1,19 @@
-"""Scoring inside the harness: one scorer per dataset, sync or async, and the MASBench scorer.
+"""Scoring inside the harness: one scorer per dataset, sync or async, as one :class:`Verdict` type.
 
 Dataset scorers come from the scorer registry of :mod:`masorch.score` (math-verify for math, EM/F1
-for HotpotQA, an LLM judge). MASBench answers are graded here by :class:`MasbenchScorer`: every
-``\\boxed{}`` answer in order, correct only when all match (per-position accuracy, first failing
-position and whether a decoy was followed go to the details).
+for HotpotQA, an LLM judge); MASBench samples are graded by :mod:`masorch.score.masbench` (every
+``\\boxed{}`` answer in order, all must match; per-position results and attack following kept).
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from masorch.errors import UsageError
-
-_BOXED = re.compile(r"\\boxed\s*\{")
 
 
 @dataclass(frozen=True)
@@ -48,41 +44,11 @@ class ScoredSample(Protocol):
         ...
 
 
-def boxed_all(text: str) -> list[str]:
-    """Every complete ``\\boxed{...}`` content in ``text``, in order (nested braces allowed).
-
-    >>> boxed_all(r"a \\boxed{3} b \\boxed{\\frac{1}{2}} c \\boxed{7")
-    ['3', '\\\\frac{1}{2}']
-    """
-    out = []
-    for match in _BOXED.finditer(text):
-        depth, start = 0, match.end() - 1
-        for i in range(start, len(text)):
-            if text[i] == "{":
-                depth += 1
-            elif text[i] == "}":
-                depth -= 1
-                if depth == 0:
-                    out.append(text[start + 1 : i].strip())
-                    break
-    return out
-
-
-def _as_int(text: str) -> int | None:
-    cleaned = text.replace("\\text", "").strip(" {}$.")
-    try:
-        return int(cleaned)
-    except ValueError:
-        match = re.fullmatch(r"[^0-9-]*(-?\d+)[^0-9]*", cleaned)
-        return int(match.group(1)) if match else None
-
-
 class MasbenchScorer:
-    """All boxed answers in order must equal the instance's ``answers`` (integers mod 23).
+    """:func:`masorch.score.masbench.score_masbench` as a harness scorer over MASBench samples.
 
-    The prediction is the full reply (several boxes for multi-answer axes). With fewer boxes than
-    answers the missing positions are wrong; extra leading boxes (restated sub-answers) are ignored
-    by aligning on the last ``len(answers)`` boxes.
+    The prediction is the full reply (several boxes for multi-answer axes); ``value`` is the
+    per-position accuracy, ``correct`` needs every position.
 
     >>> from types import SimpleNamespace as S
     >>> s = S(answer="3<<horizon>>5", question="", meta={"answers": [3, 5], "decoys": [None, 9]})
@@ -97,23 +63,20 @@ class MasbenchScorer:
 
     def score(self, prediction: str, sample: ScoredSample) -> Verdict:
         """The verdict on ``prediction`` for a MASBench sample."""
-        gold = [int(a) for a in sample.meta.get("answers") or [sample.answer]]
-        boxes = [_as_int(b) for b in boxed_all(prediction)]
-        if not boxes and prediction.strip():
-            boxes = [_as_int(prediction)]
-        got = boxes[-len(gold) :] if len(boxes) >= len(gold) else boxes + [None] * (len(gold) - len(boxes))
-        per = [g == p for g, p in zip(gold, got, strict=True)]
-        decoys = list(sample.meta.get("decoys") or [None] * len(gold))
-        attack = any(d is not None and p == d for d, p in zip(decoys, got, strict=False))
-        first_fail = next((i for i, ok in enumerate(per) if not ok), None)
+        from masorch.score.masbench import parse_ground_truth, score_masbench
+
+        answers = sample.meta.get("answers") or parse_ground_truth(sample.answer)
+        decoys = sample.meta.get("decoys") or None
+        result = score_masbench(prediction, answers, decoys, sample.meta.get("attacked_answers"))
         return Verdict(
-            correct=all(per),
-            value=sum(per) / len(per),
+            correct=result.correct,
+            value=result.position_accuracy,
             details={
-                "predicted": got,
-                "per_position": per,
-                "first_failure": first_fail,
-                "attack_followed": attack,
+                "predicted": list(result.predicted),
+                "per_position": list(result.per_position),
+                "first_failure": result.first_failure,
+                "attack_followed": result.attack_followed,
+                "n_boxes": result.n_boxes,
             },
         )
 
@@ -122,6 +85,12 @@ def make_scorer(name: str, **options: Any) -> Any:
     """A scorer by name: ``masbench`` (here) or any name of the :mod:`masorch.score` registry."""
     if name == "masbench":
         return MasbenchScorer()
+    if name == "llm_judge" and isinstance(options.get("model"), str):
+        # A model string travels to Ray workers; the backend is built in the process that scores.
+        from masorch.backends.registry import make_backend
+
+        backend = make_backend(options["model"])
+        options = {k: v for k, v in options.items() if k != "model"} | {"backend": backend}
     try:
         from masorch.score.scorer import get_scorer
     except ImportError as exc:

@@ -47,6 +47,7 @@ def masbench_sample(record: dict[str, Any], dataset: str) -> Sample:
                 "value": record.get("value"),
                 "answers": list(record["answers"]),
                 "decoys": list(record.get("decoys") or []),
+                "attacked_answers": list(record.get("attacked_answers") or []),
             },
         )
     except KeyError as exc:
