@@ -145,3 +145,26 @@ def test_cli_run_writes_log_report_and_resumes(tmp_path: Path) -> None:
     assert resumed.exit_code == 0, resumed.output
     assert len(RunLog.read(out)[1]) == 12
     assert "12/12 samples" in resumed.output
+
+
+def test_math_and_f1_scorers_of_the_registry_grade_real_datasets_shape(tmp_path: Path) -> None:
+    from masorch.eval.datasets import Sample
+
+    # AIME-style integer answers graded by math-verify (thread-safe, time-bounded), HotpotQA by F1.
+    math = DataSource(
+        "mathy",
+        tuple(
+            Sample(f"m{i}", f"Item {i}. What is {i} plus 4?", str((i + 4) % 23), "mathy") for i in range(4)
+        ),
+        "math",
+    )
+    qa = DataSource("qa", (Sample("q0", "Item 0. What is 0 plus 3?", "3", "qa"),), "f1")
+    env = EnvSpec(
+        backend_factory=SumBackendFactory(wrong_every=3), scorer_options={"math": {"isolation": "thread"}}
+    )
+    tally = evaluate(parse_systems("sas:cot", model="scripted:m"), [math, qa], tmp_path / "o", env_spec=env)
+    _, records = RunLog.read(tmp_path / "o")
+    verdicts = {r["sample_id"]: r["correct"] for r in records}
+    assert verdicts == {"m0": False, "m1": True, "m2": True, "m3": False, "q0": False}
+    assert tally.failed == 0
+    assert next(r for r in records if r["sample_id"] == "m1")["details"]["method"]

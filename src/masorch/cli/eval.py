@@ -68,6 +68,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         judge: str | None = typer.Option(None, "--judge", help="Judge-role model inside systems."),
         dialect: str | None = typer.Option(None, "--dialect", help="Plan dialect: calls, json or xml."),
         repair: int | None = typer.Option(None, "--repair", min=0, help="Plan repair rounds (mas)."),
+        plan_tokens: int | None = typer.Option(
+            None, "--plan-tokens", min=1, help="Token cap of the orchestrator's plan (mas)."
+        ),
         budget_calls: int | None = typer.Option(None, "--budget-calls", min=0, help="Calls per sample."),
         budget_tokens: int | None = typer.Option(None, "--budget-tokens", min=0, help="Tokens per sample."),
         budget_cost: float | None = typer.Option(None, "--budget-cost", min=0, help="Cost per sample ($)."),
@@ -106,6 +109,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             "judge": judge,
             "dialect": dialect,
             "repair": repair,
+            "plan_tokens": plan_tokens,
             "timeout_s": timeout,
         }
         if budget:

@@ -218,6 +218,7 @@ async def run_system(
         dom=DoM(system.variant),
         dialect=system.dialect,  # type: ignore[arg-type]  # checked by SystemSpec
         repair=system.repair,
+        max_plan_tokens=system.plan_tokens,
         budget=system.budget,
         deadline_s=system.timeout_s,
         node_timeout_s=system.node_timeout_s,

@@ -1,4 +1,4 @@
-"""What ``--data`` names: a registered dataset (``aime24``, ``hotpotqa``, ...) or MASBench JSONL files.
+"""What ``--data`` names: a registered dataset (``aime24``, ``hotpotqa``, ...) or MASBench files.
 
 Each becomes a :class:`DataSource`: a label, its samples, the scorer that grades them and, for
 HotpotQA, the search corpus (the pooled context paragraphs, indexed once with BM25 and the index
@@ -7,7 +7,6 @@ saved next to the corpus in the data cache, then reused by every later run).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +34,7 @@ class DataSource:
 
 
 def masbench_sample(record: dict[str, Any], dataset: str) -> Sample:
-    """A MASBench JSONL record as a Sample (the gold answer is ``ground_truth``; answers in ``meta``)."""
+    """A MASBench record as a Sample (the gold answer is ``ground_truth``; answers in ``meta``)."""
     try:
         return Sample(
             id=str(record["id"]),
@@ -53,26 +52,15 @@ def masbench_sample(record: dict[str, Any], dataset: str) -> Sample:
     except KeyError as exc:
         raise UsageError(
             f"a MASBench record lacks the field {exc}",
-            hint="pass files written by `masorch bench generate` (JSONL, one instance per line)",
+            hint="pass files written by `masorch bench make` (.jsonl or .parquet)",
         ) from None
 
 
 def read_masbench(path: Path) -> list[dict[str, Any]]:
-    """The records of a MASBench JSONL file, or of every ``*.jsonl`` in a directory (sorted)."""
-    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
-    if not files:
-        raise UsageError(f"no *.jsonl files in {path}", hint="pass a MASBench JSONL file or directory")
-    records = []
-    for file in files:
-        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise UsageError(
-                        f"{file}:{number} is not JSON: {exc}", hint="regenerate the file"
-                    ) from exc
-    return records
+    """The records of a MASBench file (.jsonl or .parquet), or of every such file in a directory."""
+    from masorch.masbench.export import data_files, read_records
+
+    return [rec for file in data_files(path) for rec in read_records(file)]
 
 
 def _select(samples: list[Sample], limit: int | None, sample: int | None, seed: int) -> list[Sample]:

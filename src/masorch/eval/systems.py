@@ -38,6 +38,7 @@ _FIELDS = (
     "params",
     "dialect",
     "repair",
+    "plan_tokens",
     "budget",
     "timeout_s",
     "node_timeout_s",
@@ -50,7 +51,8 @@ class SystemSpec:
 
     ``model`` is the sub-agent model (and the orchestrator's when ``orchestrator`` is None);
     ``agent_models`` overrides it per agent kind; ``params`` are the sas agent's parameters
-    (e.g. ``n`` of sc). ``name`` labels the system in logs and reports (default ``mode:variant``).
+    (e.g. ``n`` of sc); ``plan_tokens`` caps the orchestrator's plan (mas). ``name`` labels the
+    system in logs and reports (default ``mode:variant``).
     """
 
     mode: Mode
@@ -63,6 +65,7 @@ class SystemSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     dialect: str = "calls"
     repair: int = 0
+    plan_tokens: int = 1024
     budget: Budget = field(default_factory=Budget)
     timeout_s: float | None = None
     node_timeout_s: float | None = None
