@@ -129,7 +129,7 @@ systems:
 def test_cli_run_writes_log_report_and_resumes(tmp_path: Path) -> None:
     data = write_sums(tmp_path / "s.jsonl", 4, values=(2, 3))
     app = typer.Typer()
-    eval_cli.register(app, env_factory=lambda cache, max_tokens, opts: _env(wrong_every=2))
+    eval_cli.register(app, env_factory=lambda args: _env(wrong_every=2))
     out = tmp_path / "o"
     args = ["eval", "run", "--systems", "sas:cot,mas:low", "--model", "scripted:m", "--data", str(data)]
     args += ["--out", str(out), "--limit", "3", "--concurrency", "4", "--no-plots"]

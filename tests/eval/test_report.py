@@ -130,3 +130,9 @@ def test_cli_report_rebuilds_the_report(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert (tmp_path / "report.md").is_file()
     assert not (tmp_path / "plots").exists()
+
+
+def test_summary_does_not_depend_on_finish_order() -> None:
+    forward = summarize(HEADER, RECORDS, n_boot=300)
+    backward = summarize(HEADER, list(reversed(RECORDS)), n_boot=300)
+    assert forward.cells == backward.cells and forward.paired == backward.paired

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +24,29 @@ from masorch.eval.report import write_report
 from masorch.eval.sources import resolve_all
 from masorch.eval.systems import SystemSpec, budget_from, load_systems_file, parse_systems
 
-#: (cache path, per-call max tokens, scorer options) -> the environment of a run.
-EnvFactory = Callable[[Path | None, int | None, dict[str, dict[str, Any]]], EnvSpec]
+
+@dataclass(frozen=True)
+class EnvArgs:
+    """The flags that shape a run's environment."""
+
+    cache: Path | None = None
+    max_tokens: int | None = None
+    threads: int | None = None
+    scorer_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def default_env_factory(
-    cache: Path | None, max_tokens: int | None, scorer_options: dict[str, dict[str, Any]]
-) -> EnvSpec:
+#: The run's environment flags -> the environment (backends, agents, scorers) of a run.
+EnvFactory = Callable[[EnvArgs], EnvSpec]
+
+
+def default_env_factory(args: EnvArgs) -> EnvSpec:
     """The real environment: backends from model strings (through ``cache`` if given), built-in agents."""
-    return EnvSpec.default(cache_path=cache, max_tokens=max_tokens, scorer_options=scorer_options)
+    return EnvSpec.default(
+        cache_path=args.cache,
+        max_tokens=args.max_tokens,
+        scorer_options=args.scorer_options,
+        n_threads=args.threads,
+    )
 
 
 def _systems(systems: str | None, config: Path | None, defaults: dict[str, Any]) -> list[SystemSpec]:
@@ -80,6 +95,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         seed: int = typer.Option(0, "--seed", help="Seed of --sample and of the bootstrap."),
         max_tokens: int | None = typer.Option(
             None, "--max-tokens", min=1, help="Completion cap of each sub-agent call."
+        ),
+        threads: int | None = typer.Option(
+            None, "--threads", min=1, help="CPU threads of an embedded (local:) model."
         ),
         concurrency: int = typer.Option(8, "--concurrency", min=1, help="Samples in flight."),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
@@ -131,7 +149,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
                 )
             sources = [dataclasses.replace(src, scorer=scorer) for src in sources]
         scorer_options = {"llm_judge": {"model": scorer_judge}} if scorer_judge else {}
-        env = (env_factory or default_env_factory)(cache, max_tokens, scorer_options)
+        env = (env_factory or default_env_factory)(EnvArgs(cache, max_tokens, threads, scorer_options))
         options = EvalOptions(
             concurrency=concurrency,
             resume=resume,

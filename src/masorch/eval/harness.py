@@ -41,11 +41,16 @@ logger = logging.getLogger(__name__)
 TRACE_FILE = "traces.jsonl"
 
 
-def default_backend_factory(spec: str, cache_path: str | None = None) -> Backend:
-    """A backend from a model string (:func:`masorch.backends.registry.make_backend`), cached if asked."""
+def default_backend_factory(
+    spec: str, cache_path: str | None = None, n_threads: int | None = None
+) -> Backend:
+    """A backend from a model string (:func:`masorch.backends.registry.make_backend`), cached if asked.
+
+    ``n_threads`` sets an embedded (``local:``) model's CPU threads (default: all cores).
+    """
     from masorch.backends.registry import BackendSettings, make_backend
 
-    settings = BackendSettings(cache_path=Path(cache_path) if cache_path else None)
+    settings = BackendSettings(cache_path=Path(cache_path) if cache_path else None, n_threads=n_threads)
     return make_backend(spec, settings=settings)
 
 
@@ -85,11 +90,14 @@ class EnvSpec:
         cache_path: Path | None = None,
         max_tokens: int | None = None,
         scorer_options: Mapping[str, Mapping[str, Any]] | None = None,
+        n_threads: int | None = None,
     ) -> EnvSpec:
         """The real environment; with ``cache_path`` every backend records/replays through that cache."""
         return cls(
             backend_factory=functools.partial(
-                default_backend_factory, cache_path=str(cache_path) if cache_path else None
+                default_backend_factory,
+                cache_path=str(cache_path) if cache_path else None,
+                n_threads=n_threads,
             ),
             agents_factory=functools.partial(default_agents_factory, max_tokens),
             scorer_options=dict(scorer_options or {}),

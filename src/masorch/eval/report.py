@@ -104,6 +104,9 @@ def summarize(
 ) -> Summary:
     """The statistics of a run's records (last record per key) under its header."""
     kw: dict[str, Any] = {"n_boot": n_boot, "alpha": alpha, "seed": seed}
+    # Records arrive in finish order, which varies between runs (and between local and Ray): sort
+    # them so that the bootstrap sees the same sequence, and the report is a function of the content.
+    records = sorted(records, key=lambda r: (str(r["dataset"]), str(r["sample_id"]), str(r["system"])))
     systems = [s["name"] for s in header.get("systems", [])]
     modes = {s["name"]: s["mode"] for s in header.get("systems", [])}
     datasets = [d["name"] for d in header.get("datasets", [])]
