@@ -363,15 +363,19 @@ Recorder = Callable[[dict[str, Any], list[Event]], None]
 async def run_local(
     items: Iterable[WorkItem], env: Environment, record: Recorder, *, concurrency: int
 ) -> None:
-    """Run items on this event loop with at most ``concurrency`` in flight, recording each at once."""
-    gate = asyncio.Semaphore(max(1, concurrency))
+    """Run items on this event loop with at most ``concurrency`` in flight, recording each at once.
 
-    async def one(item: WorkItem) -> None:
-        async with gate:
+    ``concurrency`` workers pull items from one iterator, so a run of any size holds only the
+    items in flight (not one pending task per sample).
+    """
+    queue = iter(items)
+
+    async def worker() -> None:
+        for item in queue:
             rec, events = await run_item(item, env)
-        record(rec, events)
+            record(rec, events)
 
-    await asyncio.gather(*(one(i) for i in items))
+    await asyncio.gather(*(worker() for _ in range(max(1, concurrency))))
 
 
 class TraceFile:

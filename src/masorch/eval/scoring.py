@@ -60,6 +60,8 @@ class MasbenchScorer:
     """
 
     name = "masbench"
+    #: Pure and fast: the harness calls it on the event loop instead of in a worker thread.
+    inline = True
 
     def score(self, prediction: str, sample: ScoredSample) -> Verdict:
         """The verdict on ``prediction`` for a MASBench sample."""
@@ -102,9 +104,11 @@ def make_scorer(name: str, **options: Any) -> Any:
 
 
 async def grade(scorer: Any, prediction: str, sample: ScoredSample) -> Verdict:
-    """Score with a sync scorer (in a worker thread) or an async one; the result as a :class:`Verdict`."""
+    """Score with an async scorer, a sync one (in a worker thread, unless it declares ``inline``)."""
     if inspect.iscoroutinefunction(scorer.score):
         result = await scorer.score(prediction, sample)
+    elif getattr(scorer, "inline", False):
+        result = scorer.score(prediction, sample)
     else:
         result = await asyncio.to_thread(scorer.score, prediction, sample)
     return Verdict(
