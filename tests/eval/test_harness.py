@@ -168,3 +168,19 @@ def test_math_and_f1_scorers_of_the_registry_grade_real_datasets_shape(tmp_path:
     assert verdicts == {"m0": False, "m1": True, "m2": True, "m3": False, "q0": False}
     assert tally.failed == 0
     assert next(r for r in records if r["sample_id"] == "m1")["details"]["method"]
+
+
+def test_a_malformed_model_string_stops_the_run_before_any_sample(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 3)))
+
+    def factory(spec: str):
+        raise UsageError(f"unknown model provider in {spec!r}", hint="use openai, vllm, local")
+
+    with pytest.raises(UsageError, match="unknown model provider"):
+        evaluate(
+            parse_systems("sas:cot", model="x:y"),
+            [data],
+            tmp_path / "o",
+            env_spec=EnvSpec(backend_factory=factory),
+        )
+    assert RunLog.read(tmp_path / "o")[1] == []

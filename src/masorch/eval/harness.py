@@ -23,6 +23,7 @@ from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
+from masorch.errors import MasorchError
 from masorch.eval.datasets import Sample
 from masorch.eval.log import HARNESS_FAILED, RunLog, sample_key
 from masorch.eval.scoring import Verdict, grade, make_scorer
@@ -460,15 +461,28 @@ def evaluate(
 
                 run_ray(items, spec, record, concurrency=opts.concurrency, address=opts.ray_address)
             else:
-                asyncio.run(_run_local_env(items, spec, record, opts.concurrency))
+                models = list(dict.fromkeys(m for s in systems for m in s.model_strings()))
+                asyncio.run(_run_local_env(items, spec, record, opts.concurrency, models))
         finally:
             traces.close()
     return tally
 
 
-async def _run_local_env(items: list[WorkItem], spec: EnvSpec, record: Recorder, concurrency: int) -> None:
+async def _run_local_env(
+    items: list[WorkItem], spec: EnvSpec, record: Recorder, concurrency: int, models: Sequence[str]
+) -> None:
     env = Environment(spec)
     try:
+        if items:
+            # Build every backend first: a malformed model string stops the run with its usage
+            # error instead of failing every sample one by one.
+            for model in models:
+                try:
+                    env.backend(model)
+                except MasorchError:
+                    raise
+                except Exception as exc:  # not a usage error: each sample records it as `failed`
+                    logger.warning("backend %s could not be built: %s", model, exc)
         await run_local(items, env, record, concurrency=concurrency)
     finally:
         await env.aclose()
