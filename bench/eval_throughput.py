@@ -5,7 +5,9 @@ The server (in its own process, so it shares no GIL with the harness) answers ev
 ``sas:cot`` (one call per sample) over MASBench-layout samples at each concurrency and prints
 samples/s and the ratio to the ideal ``concurrency / latency`` (target >= 0.8 at 64), and, as
 "direct", the calls/s of the same calls made straight through the backend with no harness (what
-the HTTP client stack itself allows on this machine), with the harness's ratio to it. Everything
+the HTTP client stack itself allows on this machine), with the harness's ratio to it, and
+"no-HTTP ratio": the harness with in-process backends that sleep the same latency (the harness's
+own overhead, with no HTTP client or server), as a ratio to the ideal. Everything
 the real path does runs: model string -> OpenAI backend, executor, ledger, trace events, scoring in
 a worker thread, one flushed log line per sample.
 
@@ -66,9 +68,26 @@ def _serve(port_queue: Any, stop: Any, latency_ms: float) -> None:
         stop.wait()
 
 
-def _run(model: str, data: Path, out: Path, concurrency: int, cache: Path | None) -> tuple[float, int, int]:
+class _SleepBackends:
+    """Backends that answer like the server after the same latency, without HTTP (harness cost only)."""
+
+    def __init__(self, latency_s: float) -> None:
+        self.latency_s = latency_s
+
+    def __call__(self, spec: str) -> Any:
+        from masorch.backends.scripted import ScriptedBackend
+
+        def reply(messages: Any, config: Any) -> str:
+            return answer_sum([{"content": m.content} for m in messages])
+
+        return ScriptedBackend(reply, name=spec, delay_s=self.latency_s)
+
+
+def _run(
+    model: str, data: Path, out: Path, concurrency: int, cache: Path | None, env: EnvSpec | None = None
+) -> tuple[float, int, int]:
     systems = parse_systems("sas:cot", model=model)
-    env = EnvSpec.default(cache_path=cache)
+    env = env or EnvSpec.default(cache_path=cache)
     t0 = time.perf_counter()
     tally = evaluate(
         systems, [resolve(str(data))], out, options=EvalOptions(concurrency=concurrency), env_spec=env
@@ -119,7 +138,7 @@ def main() -> None:
             _run(model, write_samples(root / "warm.jsonl", 8), root / "warm", 8, None)
             print(f"loopback latency {args.latency_ms:g} ms per call; system sas:cot (1 call per sample)")
             head = ("concurrency", "samples", "wall s", "samples/s", "ideal", "ratio", "direct", "vs direct")
-            print("{:>11} {:>8} {:>8} {:>10} {:>8} {:>6} {:>8} {:>9}".format(*head))
+            print("{:>11} {:>8} {:>8} {:>10} {:>8} {:>6} {:>8} {:>9}   no-HTTP ratio".format(*head))
             for c in args.concurrency:
                 n = max(8, args.batches * c)
                 data = write_samples(root / f"d{c}.jsonl", n)
@@ -127,9 +146,11 @@ def main() -> None:
                 assert done == n and correct == n, (done, correct, n)
                 rate, ideal = done / wall, c / latency
                 direct = n / asyncio.run(_direct(model, n, c))
+                sleep_env = EnvSpec(backend_factory=_SleepBackends(latency))
+                no_http, _, _ = _run("scripted:sleep", data, root / f"sleep-c{c}", c, None, sleep_env)
                 print(
                     f"{c:>11} {done:>8} {wall:>8.2f} {rate:>10.1f} {ideal:>8.1f} {rate / ideal:>6.2f} "
-                    f"{direct:>8.1f} {rate / direct:>9.2f}"
+                    f"{direct:>8.1f} {rate / direct:>9.2f}   {n / no_http / ideal:>13.2f}"
                 )
             data = write_samples(root / "cache.jsonl", args.cache_samples)
             cache = root / "calls.sqlite"

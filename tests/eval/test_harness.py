@@ -184,3 +184,10 @@ def test_a_malformed_model_string_stops_the_run_before_any_sample(tmp_path: Path
             env_spec=EnvSpec(backend_factory=factory),
         )
     assert RunLog.read(tmp_path / "o")[1] == []
+
+
+def test_bad_agent_parameters_stop_the_run_with_a_usage_error(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))
+    systems = parse_systems("sas:sc", model="scripted:m", params={"n": 99})
+    with pytest.raises(UsageError, match="bad parameters for sas:sc"):
+        evaluate(systems, [data], tmp_path / "o", env_spec=_env())

@@ -23,13 +23,13 @@ from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
-from masorch.errors import MasorchError
+from masorch.errors import MasorchError, UsageError
 from masorch.eval.datasets import Sample
 from masorch.eval.log import HARNESS_FAILED, RunLog, sample_key
 from masorch.eval.scoring import Verdict, grade, make_scorer
 from masorch.eval.sources import DataSource, index_dir_for
 from masorch.eval.systems import SystemSpec
-from masorch.plan import AgentSpec, DoM, Plan, validate
+from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
 from masorch.run.executor import Executor, RoleBackends
 from masorch.run.orchestrate import OrchestrateOptions, orchestrate
 from masorch.run.result import RunResult
@@ -114,6 +114,7 @@ class Environment:
         self._retrievers: dict[Path, Retriever] = {}
         self._scorers: dict[str, Any] = {}
         self._agents: AgentRegistry | None = None
+        self._plans: dict[str, ValidatedPlan] = {}
         self._lock = threading.Lock()
 
     def backend(self, model: str) -> Backend:
@@ -126,9 +127,26 @@ class Environment:
     def agents(self) -> AgentRegistry:
         """The sub-agent registry (built on first use)."""
         with self._lock:
-            if self._agents is None:
-                self._agents = self.spec.agents_factory()
-            return self._agents
+            return self._agents_locked()
+
+    def _agents_locked(self) -> AgentRegistry:
+        if self._agents is None:
+            self._agents = self.spec.agents_factory()
+        return self._agents
+
+    def sas_plan(self, system: SystemSpec) -> ValidatedPlan:
+        """The validated one-node plan of a single-agent system (validated once per system)."""
+        with self._lock:
+            if system.name not in self._plans:
+                checked = validate(sas_plan(system), DoM.HIGH, self._agents_locked().catalogue())
+                if checked.validated is None:
+                    problems = "; ".join(d.message for d in checked.diagnostics if d.is_error)
+                    raise UsageError(
+                        f"bad parameters for {system.name}: {problems}",
+                        hint="fix the system's params (see the agent's signature in docs/agents.md)",
+                    )
+                self._plans[system.name] = checked.validated
+            return self._plans[system.name]
 
     def retriever(self, corpus: Path) -> Retriever:
         """The retriever over ``corpus`` (indexed once per process)."""
@@ -207,10 +225,7 @@ async def run_system(
     agents = env.agents()
     roles = _roles(system, env)
     if system.is_sas:
-        checked = validate(sas_plan(system), DoM.HIGH, agents.catalogue())
-        if checked.validated is None:
-            problems = "; ".join(d.message for d in checked.diagnostics)
-            raise ValueError(f"bad parameters for {system.name}: {problems}")
+        validated = env.sas_plan(system)
         session = RunSession(system.budget, trace=trace, deadline_s=system.timeout_s)
         session.emit(
             RunStarted,
@@ -220,9 +235,9 @@ async def run_system(
             budget={k: v for k, v in vars(system.budget).items()},
         )
         executor = Executor(agents, roles, session, node_timeout_s=system.node_timeout_s, retriever=retriever)
-        result = await executor.execute(checked.validated, question)
+        result = await executor.execute(validated, question)
         session.finish(result)
-        return dataclasses.replace(result, plan=checked.validated.plan)
+        return dataclasses.replace(result, plan=validated.plan)
     options = OrchestrateOptions(
         dom=DoM(system.variant),
         dialect=system.dialect,  # type: ignore[arg-type]  # checked by SystemSpec
@@ -461,22 +476,24 @@ def evaluate(
 
                 run_ray(items, spec, record, concurrency=opts.concurrency, address=opts.ray_address)
             else:
-                models = list(dict.fromkeys(m for s in systems for m in s.model_strings()))
-                asyncio.run(_run_local_env(items, spec, record, opts.concurrency, models))
+                asyncio.run(_run_local_env(items, spec, record, opts.concurrency, systems))
         finally:
             traces.close()
     return tally
 
 
 async def _run_local_env(
-    items: list[WorkItem], spec: EnvSpec, record: Recorder, concurrency: int, models: Sequence[str]
+    items: list[WorkItem], spec: EnvSpec, record: Recorder, concurrency: int, systems: Sequence[SystemSpec]
 ) -> None:
     env = Environment(spec)
     try:
         if items:
-            # Build every backend first: a malformed model string stops the run with its usage
-            # error instead of failing every sample one by one.
-            for model in models:
+            # Check every system and build every backend first: bad parameters or a malformed
+            # model string stop the run with their usage error, not every sample one by one.
+            for system in systems:
+                if system.is_sas:
+                    env.sas_plan(system)
+            for model in dict.fromkeys(m for s in systems for m in s.model_strings()):
                 try:
                     env.backend(model)
                 except MasorchError:
