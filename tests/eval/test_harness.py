@@ -75,7 +75,7 @@ def test_failures_are_recorded_and_counted_never_dropped(tmp_path: Path) -> None
     assert status[("sas:cot", "5")] == "failed"
     assert "scorer crashed" in next(r["error"] for r in records if r["status"] == "failed")
     assert {status[("mas:high", str(i))] for i in range(6)} == {"invalid_plan"}
-    assert tally.failed == 3 + 6 and tally.correct == 3
+    assert tally.not_ok == 3 + 6 and tally.correct == 3
     from masorch.eval.report import write_report
 
     text = write_report(tmp_path / "o", plots=False, n_boot=200).read_text()
@@ -166,7 +166,7 @@ def test_math_and_f1_scorers_of_the_registry_grade_real_datasets_shape(tmp_path:
     _, records = RunLog.read(tmp_path / "o")
     verdicts = {r["sample_id"]: r["correct"] for r in records}
     assert verdicts == {"m0": False, "m1": True, "m2": True, "m3": False, "q0": False}
-    assert tally.failed == 0
+    assert tally.not_ok == 0
     assert next(r for r in records if r["sample_id"] == "m1")["details"]["method"]
 
 

@@ -41,8 +41,8 @@ def test_ray_run_equals_local_run(tmp_path: Path, local_ray: None) -> None:
         systems, [data], tmp_path / "ray", options=EvalOptions(use_ray=True, concurrency=6), env_spec=env
     )
     assert (
-        (remote.done, remote.correct, remote.failed)
-        == (local.done, local.correct, local.failed)
+        (remote.done, remote.correct, remote.not_ok)
+        == (local.done, local.correct, local.not_ok)
         == (20, 8, 4)
     )
     h1, r1 = RunLog.read(tmp_path / "local")

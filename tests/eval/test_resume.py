@@ -107,13 +107,13 @@ def test_retry_failed_reruns_only_failed_samples(tmp_path: Path) -> None:
         raise RuntimeError("no such server")
 
     first = evaluate(systems, [data], tmp_path / "o", env_spec=EnvSpec(backend_factory=broken))
-    assert first.done == 4 and first.failed == 4 and first.correct == 0
+    assert first.done == 4 and first.not_ok == 4 and first.correct == 0
     good = EnvSpec(backend_factory=SumBackendFactory(), scorer_factory=scorer_factory)
     again = evaluate(systems, [data], tmp_path / "o", options=EvalOptions(resume=True), env_spec=good)
-    assert again.done == 4 and again.failed == 4, "plain --resume keeps failures as done"
+    assert again.done == 4 and again.not_ok == 4, "plain --resume keeps failures as done"
     fixed = evaluate(
         systems, [data], tmp_path / "o", options=EvalOptions(resume=True, retry_failed=True), env_spec=good
     )
-    assert fixed.done == 4 and fixed.failed == 0 and fixed.correct == 4
+    assert fixed.done == 4 and fixed.not_ok == 0 and fixed.correct == 4
     _, records = RunLog.read(tmp_path / "o")
     assert [r["status"] for r in records] == ["ok"] * 4

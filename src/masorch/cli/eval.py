@@ -163,7 +163,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         path = write_report(out, plots=plots, seed=seed)
         console.print(
             f"{tally.done}/{tally.total} samples, accuracy {100 * tally.accuracy:.1f}%, "
-            f"not ok {tally.failed}, cost ${tally.cost:.4f}; report: {path}"
+            f"not ok {tally.not_ok}, cost ${tally.cost:.4f}; report: {path}"
         )
 
     @group.command("report")
@@ -196,7 +196,7 @@ def _run_with_progress(
         task = progress.add_task("", total=None)
 
         def describe(t: Tally) -> str:
-            return f"acc {100 * t.accuracy:.1f}%  cost ${t.cost:.4f}  tokens {t.tokens}  not ok {t.failed}"
+            return f"acc {100 * t.accuracy:.1f}%  cost ${t.cost:.4f}  tokens {t.tokens}  not ok {t.not_ok}"
 
         def on_start(t: Tally) -> None:
             progress.update(task, total=t.total, completed=t.done, description=describe(t))

@@ -350,12 +350,12 @@ def failed_record(item: WorkItem, error: str, wall_s: float = 0.0) -> dict[str, 
 
 @dataclass
 class Tally:
-    """Running totals for the progress display: done/total, correct, cost, failures."""
+    """Running totals for the progress display: done/total, correct, not ok (any status but ok), cost."""
 
     total: int
     done: int = 0
     correct: int = 0
-    failed: int = 0
+    not_ok: int = 0
     cost: float = 0.0
     tokens: int = 0
 
@@ -363,7 +363,7 @@ class Tally:
         """Count one finished record."""
         self.done += 1
         self.correct += bool(record.get("correct"))
-        self.failed += record.get("status") != "ok"
+        self.not_ok += record.get("status") != "ok"
         self.cost += float(record.get("cost") or 0.0)
         self.tokens += int(record.get("prompt_tokens") or 0) + int(record.get("completion_tokens") or 0)
 
