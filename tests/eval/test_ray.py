@@ -17,7 +17,7 @@ from masorch.eval.systems import parse_systems
 ray = pytest.importorskip("ray")
 HERE = Path(__file__).parent
 
-VOLATILE = {"wall_s", "finished_at", "trace_id"}
+VOLATILE = {"wall_s", "finished_at", "trace_id", "worker"}
 
 
 @pytest.fixture
@@ -59,3 +59,22 @@ def test_ray_run_equals_local_run(tmp_path: Path, local_ray: None) -> None:
         (c.system, c.value, c.accuracy) for c in s2.cells
     ]
     assert (tmp_path / "ray" / "traces.jsonl").stat().st_size > 0
+
+
+def test_cli_ray_flag_runs_on_the_ray_cluster(tmp_path: Path, local_ray: None) -> None:
+    import typer
+    from typer.testing import CliRunner
+
+    from masorch.cli import eval as eval_cli
+
+    data = write_sums(tmp_path / "s.jsonl", 3)
+    env = EnvSpec(backend_factory=SumBackendFactory(wrong_every=3), scorer_factory=scorer_factory)
+    app = typer.Typer()
+    eval_cli.register(app, env_factory=lambda args: env)
+    out = tmp_path / "o"
+    args = ["eval", "run", "--systems", "sas:cot", "--model", "scripted:m", "--data", str(data)]
+    result = CliRunner().invoke(app, [*args, "--out", str(out), "--ray", "local", "--no-plots"])
+    assert result.exit_code == 0, result.output
+    _, records = RunLog.read(out)
+    assert sorted(r["correct"] for r in records) == [False, True, True]
+    assert all(not r["worker"].endswith(f":{os.getpid()}") for r in records), "ran in Ray workers"

@@ -14,6 +14,8 @@ import asyncio
 import dataclasses
 import functools
 import logging
+import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -316,6 +318,7 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         "wall_s": round(wall, 4),
         "trace_id": result.run_id if result is not None else "",
         "plan_kinds": [a.kind for a in result.plan.agents] if result is not None and result.plan else [],
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
         "finished_at": time.time(),
     }
     return record, events
@@ -344,6 +347,7 @@ def failed_record(item: WorkItem, error: str, wall_s: float = 0.0) -> dict[str, 
         "wall_s": round(wall_s, 4),
         "trace_id": "",
         "plan_kinds": [],
+        "worker": "",
         "finished_at": time.time(),
     }
 
