@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import time
+from multiprocessing.connection import Connection
 
 from masorch.backends.base import GenerateConfig, Message
 from masorch.backends.cache import CachedBackend, ResponseCache
@@ -27,12 +29,14 @@ async def openai_overhead(calls: int) -> None:
     with LoopbackServer(record_bodies=False) as server:
         backend = OpenAIBackend("bench", base_url=server.base_url, api_key="bench")
         await backend.complete(ASK, GenerateConfig())  # connect once
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for _ in range(calls):
             await backend.complete(ASK, GenerateConfig())
         sequential = calls / (time.perf_counter() - start)
+        cpu_ms = (time.process_time() - cpu) * 1000 / calls
         print(
-            f"openai->loopback 0 ms, sequential: {sequential:.0f} calls/s ({1000 / sequential:.2f} ms/call)"
+            f"openai->loopback 0 ms, sequential: {sequential:.0f} calls/s ({1000 / sequential:.2f} ms/call; "
+            f"{cpu_ms:.2f} ms CPU/call, client and server together)"
         )
         for width in (16, 64):
             gate = asyncio.Semaphore(width)
@@ -46,6 +50,50 @@ async def openai_overhead(calls: int) -> None:
             rate = calls / (time.perf_counter() - start)
             print(f"openai->loopback 0 ms, {width} in flight: {rate:.0f} calls/s")
         await backend.aclose()
+
+
+def _serve_in_child(latency_ms: float, conn: Connection) -> None:
+    with LoopbackServer(latency_ms=latency_ms, record_bodies=False) as server:
+        conn.send(server.base_url)
+        conn.recv()  # stop when the parent says so
+
+
+async def openai_overhead_out_of_process(calls: int, latency_ms: float, width: int) -> None:
+    """The client's cost alone: the server runs in another process (on another core, if free)."""
+    parent, child = multiprocessing.Pipe()
+    process = multiprocessing.Process(target=_serve_in_child, args=(0.0, child), daemon=True)
+    process.start()
+    url = parent.recv()
+    backend = OpenAIBackend("bench", base_url=url, api_key="bench")
+    await backend.complete(ASK, GenerateConfig())
+    start, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        await backend.complete(ASK, GenerateConfig())
+    rate = calls / (time.perf_counter() - start)
+    cpu_ms = (time.process_time() - cpu) * 1000 / calls
+    await backend.aclose()
+    parent.send("stop")
+    process.join(timeout=10)
+    print(
+        f"openai->loopback in another process, 0 ms, sequential: {rate:.0f} calls/s; {cpu_ms:.2f} ms CPU/call"
+    )
+
+    parent, child = multiprocessing.Pipe()
+    process = multiprocessing.Process(target=_serve_in_child, args=(latency_ms, child), daemon=True)
+    process.start()
+    url = parent.recv()
+    backend = OpenAIBackend("bench", base_url=url, api_key="bench")
+    await asyncio.gather(*[backend.complete(ASK, GenerateConfig()) for _ in range(width)])
+    start = time.perf_counter()
+    await asyncio.gather(*[backend.complete(ASK, GenerateConfig()) for _ in range(width)])
+    wall = time.perf_counter() - start
+    await backend.aclose()
+    parent.send("stop")
+    process.join(timeout=10)
+    print(
+        f"{width} parallel calls at {latency_ms:.0f} ms, server in another process: "
+        f"wall {wall * 1000:.0f} ms = {wall * 1000 / latency_ms:.2f} x latency"
+    )
 
 
 async def parallel_latency(latency_ms: float, width: int) -> None:
@@ -112,6 +160,7 @@ def main() -> None:
     asyncio.run(openai_overhead(args.calls))
     for width in (64, 256):
         asyncio.run(parallel_latency(args.latency_ms, width))
+    asyncio.run(openai_overhead_out_of_process(args.calls, args.latency_ms, 64))
     asyncio.run(cache_hits(args.calls))
     for name in args.local:
         asyncio.run(local_speed(name))

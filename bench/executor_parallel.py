@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing as mp
+import os
 import statistics
 import time
 from typing import Any
@@ -215,6 +216,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--overhead-calls", type=int, default=2000)
     args = parser.parse_args()
+    # Shared machines skew wall times: say how busy this one was.
+    print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for latency in args.latency_ms:
         queue: Any = mp.Queue()
         stop = mp.Event()

@@ -67,9 +67,13 @@ class RunError(MasorchError):
 
 
 class BackendError(RunError):
-    """An LLM backend call failed; ``retryable`` says whether trying again may help."""
+    """An LLM backend call failed; ``retryable`` says whether trying again may help.
+
+    ``attempts`` is how many requests the backend sent before giving up (0 where it does not say).
+    """
 
     code = "backend_error"
+    attempts: int = 0
 
 
 class BudgetExceeded(RunError):

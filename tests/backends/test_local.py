@@ -119,3 +119,27 @@ async def test_prompt_beyond_context_is_a_clear_error(smollm: Path) -> None:
         await b.complete([Message("user", "word " * 400)], GenerateConfig(max_tokens=8))
     await b.aclose()
     assert info.value.code == "backend_context" and "n_ctx" in info.value.hint
+
+
+@pytest.mark.model
+async def test_tool_calls_follow_the_tool_schema(smollm: Path) -> None:
+    from masorch.backends.base import ToolSpec
+    from masorch.backends.local import LocalBackend
+
+    parameters = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    }
+    b = LocalBackend(smollm, n_ctx=1024)
+    c = await b.complete(
+        [Message("system", "You can call tools."), Message("user", "Use the add tool to add 17 and 25.")],
+        GenerateConfig(max_tokens=48, tools=(ToolSpec("add", "Add two integers", parameters),)),
+    )
+    await b.aclose()
+    # The grammar forces either a plain message or a call whose arguments match the schema.
+    if c.tool_calls:
+        assert c.finish == "tool_calls" and c.tool_calls[0].name == "add"
+        assert set(json.loads(c.tool_calls[0].arguments)) == {"a", "b"}
+    else:
+        assert c.text

@@ -68,6 +68,14 @@ def test_stop_does_not_wait_for_slow_replies() -> None:
         _ = server.port
 
 
+def test_garbled_requests_get_400() -> None:
+    import socket
+
+    with LoopbackServer() as server, socket.create_connection(("127.0.0.1", server.port), timeout=5) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\ncontent-length: many\r\n\r\n")
+        assert sock.recv(100).startswith(b"HTTP/1.1 400")
+
+
 def test_unknown_route_is_404() -> None:
     with LoopbackServer() as server:
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)

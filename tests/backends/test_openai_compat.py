@@ -69,6 +69,7 @@ async def test_persistent_fault_gives_up_after_max_attempts(fault: str) -> None:
     err = info.value
     assert err.code == codes[fault] and err.retryable
     assert "after 3 attempts" in err.message and err.message.startswith("openai:echo-model: ")
+    assert err.attempts == 3
     assert err.hint
 
 
@@ -84,7 +85,7 @@ async def test_permanent_fault_fails_at_once(fault: str, code: str) -> None:
         await b.aclose()
         assert server.request_count == 1
     assert info.value.code == code and not info.value.retryable
-    assert "after 1 attempt)" in info.value.message
+    assert "after 1 attempt)" in info.value.message and info.value.attempts == 1
 
 
 async def test_many_concurrent_calls_with_random_faults_all_end_and_attempts_add_up() -> None:
@@ -106,7 +107,8 @@ async def test_many_concurrent_calls_with_random_faults_all_end_and_attempts_add
     assert sorted(r.text for r in answered) == sorted(
         f"echo: q{i}" for i, r in enumerate(results) if r in answered
     )
-    assert sum(r.attempts for r in answered) + 4 * len(failed) == count
+    assert sum(r.attempts for r in answered) + sum(e.attempts for e in failed) == count
+    assert all(e.attempts == 4 for e in failed)
     assert faults == count - len(answered) > 0
 
 
@@ -212,6 +214,7 @@ async def test_the_key_never_shows(caplog: pytest.LogCaptureFixture) -> None:
                 await b.complete(ASK, GenerateConfig())
             await b.aclose()
             seen += [str(info.value), json.dumps(info.value.to_dict())]
+            assert info.value.__context__ is None and info.value.__cause__ is None  # no chained client error
     assert any("Incorrect API key provided: ***" in s for s in seen)
     assert all(KEY not in s for s in seen)
     assert KEY not in caplog.text

@@ -8,7 +8,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from masorch.agents.base import AgentRegistry
+from masorch.agents.base import AgentRegistry, NodeOutput
 from masorch.agents.cot import CotAgent
 from masorch.agents.sc import SelfConsistencyAgent
 from masorch.backends.openai_compat import OpenAIBackend
@@ -157,3 +157,63 @@ def test_max_tokens_caps_the_plan_and_sub_agent_calls():
     assert json.loads(result.stdout)["status"] == "ok"
     configs = [c for _, c in made["scripted:orch"].calls] + [c for _, c in made["scripted:sub"].calls]
     assert len(configs) == 5 and {c.max_tokens for c in configs} == {32}
+
+
+def test_default_model_not_pulled_is_a_usage_error_naming_the_pull_command(tmp_path, monkeypatch, capsys):
+    from masorch.cli.main import main
+
+    monkeypatch.setenv("MASORCH_CACHE", str(tmp_path))  # an empty model cache
+    assert main(["run", "What is 2+3?"]) == 2
+    err = capsys.readouterr().err
+    assert f"masorch models pull {run_cli.DEFAULT_MODEL.split(':', 1)[1]}" in err
+    assert "Traceback" not in err
+
+
+def test_search_is_offered_only_with_a_corpus(tmp_path):
+    from masorch.agents.signatures import SEARCH
+
+    class FakeSearch:
+        signature = SEARCH
+
+        async def run(self, node, ctx):
+            docs = ctx.retriever.search(node.task, 1)
+            return NodeOutput(answer=docs[0]["text"])
+
+    class Docs:
+        def search(self, query, k):
+            return [{"title": "t", "text": "from the corpus"}]
+
+    plan = 'create_agent(id="s", kind="search", task="find it")'
+    seen: list[str] = []
+
+    def factory(spec):
+        def reply(messages, config):
+            seen.append(messages[0].content)
+            return plan
+
+        return ScriptedBackend(reply, name=spec.split(":")[1])
+
+    def app_with():
+        app = typer.Typer()
+
+        @app.callback()
+        def _root() -> None:
+            """Test root."""
+
+        run_cli.register(
+            app,
+            backend_factory=factory,
+            agents_factory=lambda n: AgentRegistry([CotAgent(max_tokens=n), FakeSearch()]),
+            retriever_factory=lambda path: Docs(),
+        )
+        return app
+
+    without = CliRunner().invoke(app_with(), [*ARGS, "--json"])
+    assert json.loads(without.stdout)["status"] == "invalid_plan"  # search is not in the catalogue
+    assert 'kind "search"' not in seen[-1]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"title": "t", "text": "x"}\n')
+    with_corpus = CliRunner().invoke(app_with(), [*ARGS, "--json", "--corpus", str(corpus)])
+    out = json.loads(with_corpus.stdout)
+    assert (out["status"], out["answer"]) == ("ok", "from the corpus")
+    assert 'kind "search"' in seen[-1]

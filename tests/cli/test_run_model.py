@@ -11,7 +11,7 @@ from masorch.errors import UsageError
 from masorch.trace.events import LlmCall, NodeFinished, PlanParsed, PlanRejected
 from masorch.trace.writer import read_trace
 
-pytestmark = pytest.mark.model
+pytestmark = [pytest.mark.model, pytest.mark.timeout(900)]
 
 MODEL = "smollm2-135m"
 

@@ -76,3 +76,13 @@ def test_usage_errors_exit_2_with_one_line_reason(tmp_path, capsys):
     assert main(["validate", str(path), "--bogus"]) == 2
     assert "No such option" in capsys.readouterr().err
     assert main(["validate", str(tmp_path)]) == 2
+
+
+def test_no_file_and_a_terminal_on_stdin_is_a_usage_error(monkeypatch, capsys):
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr("sys.stdin", Terminal(""))
+    assert main(["validate"]) == 2
+    assert capsys.readouterr().err.startswith("error: no plan given")

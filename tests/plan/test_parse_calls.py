@@ -117,3 +117,46 @@ def test_no_calls_means_no_plan():
     result = parse("I would simply answer 4.", "calls")
     assert result.plan is None
     assert codes(result) == ["no_plan"]
+
+
+def test_dialect_detection_follows_the_structure_that_starts_first():
+    from masorch.plan import detect_dialect
+
+    calls_quoting_tags = 'create_agent(id="a", kind="cot", task="Reply inside <answer></answer> tags.")'
+    assert detect_dialect(calls_quoting_tags) == "calls"
+    xml_quoting_calls = (
+        "<thinking>I could write create_agent(id=...) but the tags are needed.</thinking>\n"
+        "<answer>12</answer>"
+    )
+    assert detect_dialect(xml_quoting_calls) == "xml"
+    assert parse(xml_quoting_calls).plan == Plan(final_answer="12")
+    json_quoting_tags = (
+        '[{"name": "create_agent", "arguments": {"id": "a", "kind": "cot", "task": "<answer>"}}]'
+    )
+    assert detect_dialect(json_quoting_tags) == "json"
+    assert detect_dialect("<think>plan</think>\ncreate_agent(id='a', kind='cot')") == "calls"
+    assert detect_dialect("nothing here") is None
+
+
+def test_narrated_and_commented_calls_do_not_count_twice():
+    text = (
+        'First I thought of create_agent(id="a", kind="cot", task="t") but let me write it out.\n'
+        '# create_agent(id="old", kind="cot", task="dropped")\n'
+        'create_agent(id="a", kind="cot", task="t")\n'
+    )
+    result = parse(text, "calls")
+    assert [(d.code, d.where) for d in result.diagnostics] == [("prose_call_ignored", "line:1")]
+    assert result.plan == Plan(agents=(AgentSpec(id="a", kind="cot", task="t"),))
+
+
+def test_calls_drafted_in_think_blocks_do_not_count():
+    text = (
+        '<think>\nmaybe create_agent(id="draft", kind="cot", task="x")\n</think>\n'
+        'create_agent(id="a", kind="cot", task="t")\nfinal_answer("no")'
+    )
+    result = parse(text)
+    assert result.dialect == "calls"
+    assert result.plan is not None and [a.id for a in result.plan.agents] == ["a"]
+    assert [(d.code, d.where) for d in result.diagnostics] == []
+    only_inside = parse('<think>\ncreate_agent(id="a", kind="cot", task="t")\n</think>', "calls")
+    assert only_inside.plan is not None and [a.id for a in only_inside.plan.agents] == ["a"]

@@ -78,3 +78,19 @@ def test_bad_argument_string_is_a_diagnostic():
     result = parse('[{"name": "create_agent", "arguments": "{not json"}]', "json")
     assert [d.code for d in result.diagnostics] == ["syntax"]
     assert result.plan == Plan()
+
+
+def test_a_malformed_item_in_a_tool_call_list_is_reported_not_fatal():
+    items = [{"name": n, "arguments": a} for n, a in CALLS]
+    items.insert(1, {"nam": "create_flow", "arguments": {}})
+    result = parse(json.dumps(items), "json")
+    assert [(d.code, d.where) for d in result.diagnostics] == [("syntax", "char:0/1")]
+    assert result.plan == EXPECTED
+
+
+def test_json_drafted_in_think_blocks_does_not_count():
+    draft = json.dumps([{"name": "create_agent", "arguments": {"id": "draft", "kind": "cot"}}])
+    final = json.dumps([{"name": n, "arguments": a} for n, a in CALLS])
+    result = parse(f"<think>\n{draft}\n</think>\n{final}", "json")
+    assert result.diagnostics == ()
+    assert result.plan == EXPECTED

@@ -154,13 +154,21 @@ async def test_orchestrator_failure_and_budget_are_run_statuses():
     assert result.status == "budget" and result.usage.calls == 0
 
 
-def test_plan_json_schema_is_bounded():
-    schema = plan_json_schema(builtin_catalogue(), DoM.HIGH, OrchestrateOptions().limits)
-    props = schema["properties"]
-    assert props["agents"]["maxItems"] == 10
-    assert props["agents"]["items"]["properties"]["kind"]["enum"] == list(builtin_catalogue())
-    low = plan_json_schema(builtin_catalogue(), DoM.LOW, OrchestrateOptions().limits)
-    assert low["properties"]["flows"]["maxItems"] == 0 and low["properties"]["agents"]["maxItems"] == 1
+def test_plan_json_schema_is_bounded_and_encodes_the_dom():
+    limits = OrchestrateOptions().limits
+    high = plan_json_schema(builtin_catalogue(), DoM.HIGH, limits)["properties"]
+    assert (high["agents"]["minItems"], high["agents"]["maxItems"]) == (1, 10)
+    assert high["agents"]["items"]["properties"]["kind"]["enum"] == list(builtin_catalogue())
+    assert high["agents"]["items"]["properties"]["task"]["maxLength"] <= 2000  # llama.cpp's limit
+    assert high["final_answer"] == {"type": "null"}
+    delegate, direct = plan_json_schema(builtin_catalogue(), DoM.LOW, limits)["anyOf"]
+    assert (
+        delegate["properties"]["agents"]["maxItems"] == 1 and delegate["properties"]["flows"]["maxItems"] == 0
+    )
+    assert (
+        direct["properties"]["agents"]["maxItems"] == 0
+        and direct["properties"]["final_answer"]["minLength"] == 1
+    )
 
 
 @pytest.mark.parametrize("dialect", ["calls", "json", "xml"])

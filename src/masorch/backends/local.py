@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.backends.base import Completion, GenerateConfig, Message, Usage
-from masorch.backends.openai_compat import estimate_tokens, parse_chat_choice
+from masorch.backends.chat import estimate_tokens, messages_payload, parse_chat_choice, tools_payload
 from masorch.errors import BackendError, UsageError, require_extra
 
 log = logging.getLogger(__name__)
@@ -36,7 +36,10 @@ class LocalBackend:
     ``n_ctx`` is the context window (prompt plus completion tokens); ``n_threads`` defaults to the
     cores this process may use; ``chat_format`` overrides the chat template stored in the GGUF file.
     ``seed`` is the sampling seed when a call gives none; sample ``i`` of a prompt uses ``seed + i``.
-    JSON-schema calls are grammar-constrained, so their output parses.
+    JSON-schema calls are grammar-constrained, so their output parses. Calls that offer tools use
+    the ``tool_chat_format`` handler of llama-cpp-python (default ``chatml-function-calling``, right
+    for the ChatML models of the catalogue), whose grammar makes tool arguments follow their schema;
+    ``None`` leaves tools to the model's own chat template.
     """
 
     def __init__(
@@ -49,6 +52,7 @@ class LocalBackend:
         n_batch: int = 512,
         seed: int = 0,
         chat_format: str | None = None,
+        tool_chat_format: str | None = "chatml-function-calling",
         verbose: bool = False,
     ) -> None:
         require_extra("llama_cpp", "local")
@@ -68,6 +72,7 @@ class LocalBackend:
         self.n_batch = n_batch
         self.seed = seed
         self.chat_format = chat_format
+        self.tool_chat_format = tool_chat_format
         self.verbose = verbose
         self._llama: Any = None
         self._worker: concurrent.futures.ThreadPoolExecutor | None = concurrent.futures.ThreadPoolExecutor(
@@ -109,7 +114,7 @@ class LocalBackend:
     def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
         base_seed = self.seed if config.seed is None else config.seed
         request: dict[str, Any] = {
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
+            "messages": messages_payload(messages),
             "temperature": config.temperature,
             "top_p": config.top_p,
             "max_tokens": config.max_tokens,
@@ -119,23 +124,19 @@ class LocalBackend:
         if config.json_schema is not None:
             request["response_format"] = {"type": "json_object", "schema": dict(config.json_schema)}
         if config.tools:
-            request["tools"] = [
-                {
-                    "type": "function",
-                    "function": {
-                        "name": t.name,
-                        "description": t.description,
-                        "parameters": dict(t.parameters),
-                    },
-                }
-                for t in config.tools
-            ]
+            request["tools"] = tools_payload(config.tools)
             request["tool_choice"] = "auto"
         return request
 
     def _generate(self, request: dict[str, Any]) -> dict[str, Any]:
         self.load()
         try:
+            if "tools" in request and self.tool_chat_format:
+                from llama_cpp import llama_chat_format
+
+                handler = llama_chat_format.get_chat_completion_handler(self.tool_chat_format)
+                reply: Any = handler(llama=self._llama, **request)  # not streamed: one dict
+                return dict(reply)
             return dict(self._llama.create_chat_completion(**request))
         except ValueError as exc:  # llama-cpp reports an over-long prompt this way
             raise BackendError(

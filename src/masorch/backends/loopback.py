@@ -230,7 +230,11 @@ class LoopbackServer:
                         writer, 411, {"error": {"message": "content-length required"}}, close=True
                     )
                     return
-                body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+                length = headers.get("content-length", "0") or "0"
+                if not length.isdigit():
+                    await self._write(writer, 400, {"error": {"message": "bad content-length"}}, close=True)
+                    return
+                body = await reader.readexactly(int(length))
                 close = headers.get("connection", "").lower() == "close"
                 path = target.split("?", 1)[0]
                 if method == "POST" and path.rstrip("/").endswith("/chat/completions"):

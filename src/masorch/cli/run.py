@@ -8,28 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console, Group
+from rich.console import Console
 from rich.live import Live
-from rich.markup import escape
-from rich.table import Table
-from rich.tree import Tree
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
+from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
-from masorch.plan import DoM, Plan
+from masorch.plan import DoM
 from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
 from masorch.run.orchestrate import OrchestrateOptions, orchestrate
 from masorch.run.result import RunResult
 from masorch.run.rounds import RoundsOptions, run_rounds
-from masorch.trace.events import Event
 from masorch.trace.writer import CallbackSink, FanOut, TraceSink, TraceWriter
 
 #: The embedded model used when no model flag is given (runs offline once pulled).
@@ -176,6 +173,9 @@ async def _run(
     per_kind_specs = dict(_kind_model(s) for s in args.agent_models)
     retriever = make_retriever(args.corpus) if args.corpus is not None else None
     agents = make_agents(args.max_tokens)
+    if retriever is None and "search" in agents:
+        # Without a corpus the search agent cannot run: do not offer it to the orchestrator.
+        agents = AgentRegistry([agents.get(k) for k in agents.catalogue() if k != "search"])
     unknown = sorted(k for k in per_kind_specs if k not in agents)
     if unknown:
         raise UsageError(
@@ -206,7 +206,7 @@ async def _run(
                 )
                 typer.echo(json.dumps(json_summary(result), ensure_ascii=False))
                 return result
-            view = _LiveView(console)
+            view = LiveView(console)
             sinks = [CallbackSink(view.on_event), *([writer] if writer else [])]
             with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
                 view.live = live
@@ -214,7 +214,7 @@ async def _run(
                     args, backend(args.orchestrator), roles, agents, FanOut(sinks), retriever
                 )
             console.line()
-            _show_result(console, result)
+            show_result(console, result)
             return result
         finally:
             if writer is not None:
@@ -294,109 +294,3 @@ def _kind_model(spec: str) -> tuple[str, str]:
             f"--agent-model {spec!r} is not KIND=MODEL", hint="e.g. --agent-model sc=local:qwen2.5-coder-0.5b"
         )
     return kind.strip(), model.strip()
-
-
-_STATUS_STYLE = {
-    "pending": "dim",
-    "running": "yellow",
-    "ok": "green",
-    "error": "red",
-    "timeout": "red",
-    "budget": "magenta",
-    "skipped": "dim",
-}
-
-
-class _LiveView:
-    """The plan tree and a per-node progress table, updated from trace events."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.live: Live | None = None
-        self.phase = "planning"
-        self.plan: Plan | None = None
-        self.status: dict[str, str] = {}
-        self.detail: dict[str, str] = {}
-        self.calls = 0
-
-    def on_event(self, event: Event) -> None:
-        if event.type == "plan_parsed":
-            plan = Plan.model_validate(event.plan)
-            if event.dialect == "tools" and self.plan is not None:  # rounds mode: one event per round
-                plan = Plan(agents=self.plan.agents + plan.agents)
-            self.plan = plan
-            for a in plan.agents:
-                self.status.setdefault(a.id, "pending")
-            self.phase = "running"
-        elif event.type == "plan_rejected":
-            self.phase = f"plan rejected (attempt {event.attempt + 1})"
-        elif event.type == "node_started":
-            self.status[event.node] = "running"
-        elif event.type == "node_finished":
-            self.status[event.node] = event.status
-            self.detail[event.node] = event.answer if event.status == "ok" else event.error
-        elif event.type == "llm_call":
-            self.calls += 1
-        elif event.type == "run_finished":
-            self.phase = "done"
-        if self.live is not None:
-            self.live.update(self.render())
-
-    def render(self) -> Group | Table:
-        table = Table(title=f"{self.phase} - {self.calls} LLM calls", show_edge=False)
-        table.add_column("node")
-        table.add_column("status")
-        table.add_column("answer / error", overflow="fold", max_width=70)
-        for nid, status in self.status.items():
-            style = _STATUS_STYLE.get(status, "")
-            table.add_row(escape(nid), f"[{style}]{status}[/]", escape(_clip(self.detail.get(nid, ""))))
-        if self.plan is None:
-            return table
-        return Group(plan_tree(self.plan), table)
-
-
-def plan_tree(plan: Plan) -> Tree:
-    """The plan as a tree: the sink at the root, each node's inputs below it."""
-    if not plan.agents:
-        return Tree(f"[bold]final answer[/]: {escape(plan.final_answer or '')}")
-    parents: dict[str, list[str]] = {a.id: [] for a in plan.agents}
-    sources = set()
-    for f in plan.flows:
-        parents.setdefault(f.dst, []).append(f.src)
-        sources.add(f.src)
-    sinks = [a.id for a in plan.agents if a.id not in sources] or [plan.agents[-1].id]
-    root = Tree("[bold]plan[/]")
-
-    def add(node: Tree, nid: str, seen: Sequence[str]) -> None:
-        spec = plan.agent(nid)
-        label = (
-            f"[bold]{nid}[/] [cyan]{spec.kind}[/] {_clip(spec.task or '(the question)', 60)}" if spec else nid
-        )
-        branch = node.add(label)
-        for p in parents.get(nid, []):
-            if p not in seen:
-                add(branch, p, [*seen, nid])
-
-    for s in sinks:
-        add(root, s, [])
-    return root
-
-
-def _show_result(console: Console, result: RunResult) -> None:
-    for d in result.diagnostics:
-        console.print(f"[yellow]{d.severity.value}[/] {escape(f'[{d.code}] {d.message}')}", highlight=False)
-    if result.ok:
-        console.print(f"[bold green]answer[/]: {escape(result.answer)}", highlight=False)
-    else:
-        console.print(f"[bold red]{result.status}[/]: {escape(result.error)}", highlight=False)
-    u = result.usage
-    console.print(
-        f"[dim]{u.calls} calls, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "
-        f"${u.cost:.4f}, {result.wall_s:.2f} s[/]",
-        highlight=False,
-    )
-
-
-def _clip(text: str, n: int = 120) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= n else text[: n - 1] + "…"

@@ -22,6 +22,10 @@ _DIALECTS: tuple[DialectChoice, ...] = ("auto", "calls", "json", "xml")
 
 def _read(file: str) -> str:
     if file == "-":
+        if sys.stdin.isatty():  # nothing piped in: waiting for typed input would look like a hang
+            raise UsageError(
+                "no plan given", hint="give a plan file, or pipe a plan into `masorch validate -`"
+            )
         return sys.stdin.read()
     path = Path(file)
     try:

@@ -30,7 +30,7 @@ class _Unreadable:
 UNREADABLE: Any = _Unreadable()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class RawCall:
     """One call as written: its name, literal positional and keyword arguments, and its place."""
 
@@ -40,19 +40,32 @@ class RawCall:
     where: str | None = None
 
 
-def _param_value(value: Any) -> tuple[bool, ParamValue]:
+#: Deepest list nesting a parameter value may have; deeper values are refused before they can
+#: exhaust the interpreter's recursion limit in repr, equality or serialisation.
+MAX_VALUE_DEPTH = 8
+
+
+def param_value(value: Any, depth: int = 0) -> tuple[bool, ParamValue]:
     """Whether ``value`` is a plan literal (tuples become lists), and the value to keep."""
     if value is None or isinstance(value, (str, bool, int, float)):
         return True, value
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)) and depth < MAX_VALUE_DEPTH:
         out: list[Any] = []
         for item in value:
-            ok, v = _param_value(item)
+            ok, v = param_value(item, depth + 1)
             if not ok:
                 return False, None
             out.append(v)
         return True, out
     return False, None
+
+
+def _short(value: Any) -> str:
+    try:
+        text = repr(value)
+    except RecursionError:
+        return "a deeply nested value"
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _bind(call: RawCall, names: tuple[str, ...], diags: list[Diagnostic]) -> dict[str, Any] | None:
@@ -108,12 +121,13 @@ def _agent(call: RawCall, diags: list[Diagnostic]) -> AgentSpec | None:
     for key, value in bound.items():
         if value is UNREADABLE:
             continue
-        ok, kept = _param_value(value)
+        ok, kept = param_value(value)
         if not ok:
             diags.append(
                 diag(
                     "bad_argument",
-                    f"parameter {key} must be a string, number, boolean or list, got {value!r}",
+                    f"parameter {key} must be a string, number, boolean or list (nested at most "
+                    f"{MAX_VALUE_DEPTH} deep), got {_short(value)}",
                     f"give {key} a literal value",
                     call.where if agent_id is None else f"agent:{agent_id}",
                 )
@@ -126,23 +140,23 @@ def _agent(call: RawCall, diags: list[Diagnostic]) -> AgentSpec | None:
 
 
 def _flow(call: RawCall, diags: list[Diagnostic]) -> Flow | None:
-    kwargs: dict[str, Any] = {}
+    args = call.args
+    if not call.kwargs and len(args) == 2 and type(args[0]) is str and type(args[1]) is str:
+        return Flow(src=args[0].strip(), dst=args[1].strip())  # the common case, checked directly
+    bound: dict[str, Any] = {}
     for key, value in call.kwargs.items():
         canon = _FLOW_ALIASES.get(key)
-        if canon is None:
-            diags.append(
-                diag(
-                    "bad_argument",
-                    f"create_flow has no argument {key!r}",
-                    'write create_flow("source_id", "target_id")',
-                    call.where,
-                )
-            )
+        if canon is None or canon in bound:
+            problem = f"has no argument {key!r}" if canon is None else f"got {canon} twice"
+            hint = 'write create_flow("source_id", "target_id")'
+            diags.append(diag("bad_argument", f"create_flow {problem}", hint, call.where))
             return None
-        kwargs[canon] = value
-    bound = _bind(RawCall(call.name, call.args, kwargs, call.where), ("src", "dst"), diags)
-    if bound is None:
-        return None
+        bound[canon] = value
+    if call.args:
+        merged = _bind(RawCall(call.name, call.args, bound, call.where), ("src", "dst"), diags)
+        if merged is None:
+            return None
+        bound = merged
     src = _text(call, "src", bound.get("src"), diags, required=True)
     dst = _text(call, "dst", bound.get("dst"), diags, required=True)
     if src is None or dst is None:

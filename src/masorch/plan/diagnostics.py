@@ -63,6 +63,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "missing_tag": (Severity.ERROR, "an XML <agent> block lacks a required tag"),
     "ignored_argument": (Severity.WARNING, "an XML argument masorch does not use was dropped"),
     "answer_missing": (Severity.WARNING, "an XML plan delegates to an agent but has no <answer>"),
+    "answer_ignored": (Severity.WARNING, "an XML <answer> beside agents is not an agent id and was ignored"),
     # judging the plan (validate stage)
     "empty_plan": (Severity.ERROR, "the plan has neither agents nor a direct answer"),
     "answer_with_agents": (Severity.ERROR, "the plan has both agents and a direct answer"),

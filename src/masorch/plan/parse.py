@@ -11,7 +11,7 @@ from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import Plan
 from masorch.plan.parse_calls import parse_calls
 from masorch.plan.parse_json import parse_json
-from masorch.plan.parse_xml import looks_like_xml, parse_xml
+from masorch.plan.parse_xml import parse_xml, strip_thinking, xml_start
 
 logger = logging.getLogger(__name__)
 
@@ -19,8 +19,7 @@ Dialect = Literal["calls", "json", "xml"]
 DialectChoice = Literal["auto", "calls", "json", "xml"]
 DIALECTS: tuple[Dialect, ...] = ("calls", "json", "xml")
 
-_CALLS_HINT = re.compile(r"(?<![\w\"'])(create_agent|create_flow|final_answer)\s*\(")
-_FENCE = re.compile(r"^\s*```[\w-]*\s*$", re.M)
+_CALLS_HINT = re.compile(r"(?:create_agent|create_flow|final_answer)\s*\(")
 
 
 @dataclass(frozen=True)
@@ -47,13 +46,29 @@ def detect_dialect(text: str) -> Dialect | None:
     >>> detect_dialect("<answer>4</answer>")
     'xml'
     """
-    if looks_like_xml(text):
-        return "xml"
-    bare = _FENCE.sub("", text).strip()
-    if bare.startswith(("{", "[")) or "<tool_call>" in text:
+    bare = text.lstrip()
+    if bare.startswith("```"):  # skip the fence line, e.g. "```json"
+        bare = bare[bare.find("\n") + 1 :].lstrip() if "\n" in bare else ""
+    if bare.startswith(("{", "[")):
         return "json"
-    if _CALLS_HINT.search(text):
-        return "calls"
+    # Otherwise the structure that starts first wins, so a tag quoted inside a call's task (or a
+    # call quoted in MAS-Orchestra reasoning) does not decide the dialect.
+    body = strip_thinking(text) if "<think" in text.lower() else text
+    starts: list[tuple[int, Dialect]] = []
+    tag = xml_start(body)
+    if tag is not None:
+        starts.append((tag, "xml"))
+    for m in _CALLS_HINT.finditer(body) if ("create_" in body or "final_answer" in body) else ():
+        if m.start() == 0 or (body[m.start() - 1] not in "\"'_" and not body[m.start() - 1].isalnum()):
+            starts.append((m.start(), "calls"))
+            break
+    tool = body.find("<tool_call>")
+    if tool >= 0:
+        starts.append((tool, "json"))
+    if starts:
+        return min(starts)[1]
+    if "<thinking>" in text.lower():  # MAS-Orchestra output cut off inside its reasoning
+        return "xml"
     if "{" in text and ('"name"' in text or '"agents"' in text or '"final_answer"' in text):
         return "json"
     return None

@@ -2,23 +2,31 @@
 
 Nothing is ever evaluated: each argument must be a Python literal (``ast.literal_eval`` on its node).
 Text around the calls (reasoning prose, markdown fences, numbered lists) is tolerated: the reader
-finds each call by name, finds its closing parenthesis with a small scanner that knows Python string
-literals, and parses only that span. A call mentioned inside a prose sentence that cannot be read is
-skipped with a warning rather than failing the plan; a call on its own line must be readable.
+finds each call by name, reads the common simple shape with a small regex reader (``_fastcalls``),
+and otherwise finds the closing parenthesis with a scanner that knows Python string literals and
+parses only that span with ``ast``. A call on its own line must be readable; calls inside sentences
+are skipped with a warning when calls also stand on their own lines or when they cannot be read;
+calls in ``#`` comments and drafted in ``<think>`` blocks are not part of the plan.
 """
 
 from __future__ import annotations
 
 import ast
-import bisect
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from masorch.plan._build import KNOWN_CALLS, UNREADABLE, RawCall, build_plan
+from masorch.plan._fastcalls import read_call
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import Plan
+from masorch.plan.parse_xml import blank_thinking
 
-_CALL_START = re.compile(r"(?<![\w.])((?:[A-Za-z_]\w*\.)*)(create_\w+|final_answer)\s*\(")
+# What ast.parse raises on unreadable source: SyntaxError; ValueError for a NUL byte; RecursionError
+# and MemoryError (the parser's stack overflow) for expressions nested too deeply.
+_UNPARSABLE = (SyntaxError, ValueError, RecursionError, MemoryError)
+_CALL_START = re.compile(r"(create_\w+|final_answer)\s*\(")
+_DOTTED_TAIL = re.compile(r"(?:[A-Za-z_]\w*\.)+$")  # "agents." in "agents.create_agent(...)"
 # What may stand before a call on its line for it to count as code rather than prose.
 _CODE_PREFIX = re.compile(
     r"^\s*(?:[-*+>]\s+|\d+[.)]\s+|>>>\s*|\.\.\.\s+|[A-Za-z_][\w.]*\s*=\s*|await\s+|`)?\s*$"
@@ -70,8 +78,8 @@ def _closing(text: str, open_at: int) -> int | None:
 
 
 def _literal(node: ast.expr) -> tuple[bool, Any]:
-    if isinstance(node, ast.Constant) and node.value is Ellipsis:
-        return False, None
+    if isinstance(node, ast.Constant):  # the common case, without literal_eval's dispatch
+        return (False, None) if node.value is Ellipsis else (True, node.value)
     try:
         return True, ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
@@ -83,62 +91,141 @@ def _snippet(text: str, limit: int = 60) -> str:
     return one if len(one) <= limit else one[: limit - 3] + "..."
 
 
-def read_calls(text: str) -> tuple[list[RawCall], list[Diagnostic], bool]:
-    """Every plan call in ``text``, the problems met reading them, and whether any call was found."""
-    calls: list[RawCall] = []
-    diags: list[Diagnostic] = []
-    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+@dataclass(slots=True)
+class _Span:
+    name: str
+    start: int
+    end: int
+    where: str
+    in_prose: bool
+    #: the arguments when the fast reader could read them (then ``ast`` is not needed)
+    fast: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+
+
+def _spans(text: str, diags: list[Diagnostic]) -> tuple[list[_Span], bool]:
+    """Where each call starts and ends, and whether any call was found at all."""
+    spans: list[_Span] = []
     found = False
     pos = 0
+    line_no, counted_to = 1, 0  # line numbers are counted incrementally: one pass over the text
     while True:
         m = _CALL_START.search(text, pos)
         if m is None:
             break
+        start = m.start(1)
+        if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
+            pos = m.end()  # part of a longer name, e.g. "recreate_agent("
+            continue
+        prefix = text[text.rfind("\n", 0, start) + 1 : start]
+        if prefix.lstrip().startswith("#"):  # a commented-out call is not part of the plan
+            pos = m.end()
+            continue
         found = True
-        start = m.start(2)
-        line_no = bisect.bisect_right(line_starts, start)
+        line_no += text.count("\n", counted_to, start)
+        counted_to = start
         where = f"line:{line_no}"
-        prefix = text[line_starts[line_no - 1] : m.start()]
-        in_prose = _CODE_PREFIX.match(prefix) is None
+        in_prose = bool(prefix.strip()) and _CODE_PREFIX.match(_DOTTED_TAIL.sub("", prefix)) is None
+        name = m.group(1)
+        fast = read_call(text, m.end() - 1)
+        if fast is not None:
+            args, kwargs, fast_end = fast
+            spans.append(_Span(name, start, fast_end, where, in_prose, (args, kwargs)))
+            pos = fast_end
+            continue
         end = _closing(text, m.end() - 1)
         if end is None:
             diags.append(
                 diag(
                     "truncated",
-                    f"the text ends inside {m.group(2)}(...): {_snippet(text[start:])}",
+                    f"the text ends inside {name}(...): {_snippet(text[start:])}",
                     "finish the call with its closing parenthesis",
                     where,
                 )
             )
             break
+        spans.append(_Span(name, start, end, where, in_prose))
         pos = end
-        source = text[start:end]
-        try:
-            tree = ast.parse(source.strip(), mode="eval")
-        except SyntaxError as exc:
-            if in_prose:
-                diags.append(_prose_skip(m.group(2), source, where))
-            else:
-                diags.append(
-                    diag(
-                        "syntax",
-                        f"cannot read {_snippet(source)}: {exc.msg}",
-                        'write each call as name(key="value", ...) with literal values',
-                        where,
-                    )
-                )
+    return spans, found
+
+
+def _parse_all(text: str, spans: list[_Span]) -> list[ast.Call] | None:
+    """All spans parsed with one ``ast.parse`` (the fast path), or None when any is unreadable."""
+    if not spans:
+        return []
+    try:
+        module = ast.parse("\n".join(text[s.start : s.end] for s in spans))
+    except _UNPARSABLE:
+        return None
+    if len(module.body) != len(spans):
+        return None
+    calls = []
+    for stmt in module.body:
+        if not isinstance(stmt, ast.Expr) or not isinstance(stmt.value, ast.Call):
+            return None
+        calls.append(stmt.value)
+    return calls
+
+
+def read_calls(text: str) -> tuple[list[RawCall], list[Diagnostic], bool]:
+    """Every plan call in ``text``, the problems met reading them, and whether any call was found."""
+    calls: list[RawCall] = []
+    diags: list[Diagnostic] = []
+    spans, found = _spans(text, diags)
+    in_prose = [s for s in spans if s.in_prose]
+    if in_prose and len(in_prose) < len(spans):
+        # Calls on their own lines make the plan; the same calls narrated in the reasoning must not
+        # be counted twice.
+        spans = [s for s in spans if not s.in_prose]
+        diags.append(
+            diag(
+                "prose_call_ignored",
+                f"{len(in_prose)} call(s) mentioned inside sentences were ignored; "
+                "the calls on their own lines make the plan",
+                "keep plan calls on their own lines, outside sentences",
+                in_prose[0].where,
+            )
+        )
+    slow = [s for s in spans if s.fast is None]
+    batch = _parse_all(text, slow)
+    parsed = {id(s): c for s, c in zip(slow, batch or (), strict=False)}
+    for span in spans:
+        if span.fast is not None:
+            calls.append(RawCall(span.name, span.fast[0], span.fast[1], span.where))
             continue
-        call = tree.body
-        if not isinstance(call, ast.Call):  # e.g. "final_answer(x)(y)" or "final_answer(x).y"
-            diags.append(diag("syntax", f"cannot read {_snippet(source)}", "write one call per line", where))
+        source = text[span.start : span.end]
+        call = parsed.get(id(span)) or _parse_one(span, source, diags)
+        if call is None:
             continue
-        raw, problems = _convert(m.group(2), call, where)
-        if problems and in_prose:
-            diags.append(_prose_skip(m.group(2), source, where))
+        raw, problems = _convert(span.name, call, span.where)
+        if problems and span.in_prose:
+            diags.append(_prose_skip(span.name, source, span.where))
             continue
         diags.extend(problems)
         calls.append(raw)
     return calls, diags, found
+
+
+def _parse_one(span: _Span, source: str, diags: list[Diagnostic]) -> ast.Call | None:
+    """One call read with ``ast``; a diagnostic (or a skip in prose) when it cannot be read."""
+    try:
+        tree = ast.parse(source, mode="eval")
+    except _UNPARSABLE as exc:
+        if span.in_prose:
+            diags.append(_prose_skip(span.name, source, span.where))
+        else:
+            diags.append(
+                diag(
+                    "syntax",
+                    f"cannot read {_snippet(source)}: {getattr(exc, 'msg', None) or 'nested too deeply'}",
+                    'write each call as name(key="value", ...) with literal values',
+                    span.where,
+                )
+            )
+        return None
+    if not isinstance(tree.body, ast.Call):  # a balanced span is always a call; stay safe
+        diags.append(diag("syntax", f"cannot read {_snippet(source)}", "write one call per line", span.where))
+        return None
+    return tree.body
 
 
 def _prose_skip(name: str, source: str, where: str) -> Diagnostic:
@@ -157,19 +244,26 @@ def _convert(name: str, call: ast.Call, where: str) -> tuple[RawCall, list[Diagn
     for node in call.args:
         ok, value = (False, None) if isinstance(node, ast.Starred) else _literal(node)
         if not ok:
-            problems.append(_non_literal(name, ast.unparse(node), where))
+            problems.append(_non_literal(name, _unparse(node), where))
             value = UNREADABLE
         args.append(value)
     for kw in call.keywords:
         if kw.arg is None:
-            problems.append(_non_literal(name, "**" + ast.unparse(kw.value), where))
+            problems.append(_non_literal(name, "**" + _unparse(kw.value), where))
             continue  # unknown keys: nothing to hold a place for
         ok, value = _literal(kw.value)
         if not ok:
-            problems.append(_non_literal(name, f"{kw.arg}={ast.unparse(kw.value)}", where))
+            problems.append(_non_literal(name, f"{kw.arg}={_unparse(kw.value)}", where))
             value = UNREADABLE
         kwargs[kw.arg] = value
     return RawCall(name, tuple(args), kwargs, where), problems
+
+
+def _unparse(node: ast.expr) -> str:
+    try:
+        return ast.unparse(node)
+    except RecursionError:
+        return "(a deeply nested expression)"
 
 
 def _non_literal(name: str, arg: str, where: str) -> Diagnostic:
@@ -183,6 +277,11 @@ def _non_literal(name: str, arg: str, where: str) -> Diagnostic:
 
 def parse_calls(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     """The plan written as calls in ``text`` (None when there is no call at all) and its problems."""
+    if "<think" in text.lower():
+        # Calls drafted inside <think>/<thinking> reasoning do not count when the answer has calls.
+        outside = blank_thinking(text)
+        if _CALL_START.search(outside):
+            text = outside
     calls, diags, found = read_calls(text)
     if not found:
         return None, diags

@@ -18,6 +18,7 @@ from typing import Any
 from masorch.plan._build import CREATE_AGENT, CREATE_FLOW, FINAL_ANSWER, RawCall, build_plan
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import Plan
+from masorch.plan.parse_xml import blank_thinking
 
 _START = re.compile(r"[\[{]")
 _DECODER = json.JSONDecoder()
@@ -36,7 +37,17 @@ def _values(text: str) -> tuple[list[tuple[Any, str]], list[Diagnostic]]:
         where = f"char:{m.start()}"
         try:
             value, end = _DECODER.raw_decode(text, m.start())
-        except json.JSONDecodeError as exc:
+        except (RecursionError, ValueError) as exc:
+            if not isinstance(exc, json.JSONDecodeError):  # too deep, or a number too long to convert
+                diags.append(
+                    diag(
+                        "syntax",
+                        "a JSON value is nested too deeply or holds a number too long to read",
+                        "write a flat plan with ordinary numbers",
+                        where,
+                    )
+                )
+                break  # retrying at each inner bracket would cost quadratic time for nothing
             if (
                 exc.pos >= len(text)
                 or exc.msg.startswith("Unterminated string")
@@ -70,11 +81,11 @@ def _arguments(raw: Any, where: str, diags: list[Diagnostic]) -> dict[str, Any] 
     if isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else {}
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:  # ValueError includes JSONDecodeError
             diags.append(
                 diag(
                     "syntax",
-                    f"tool-call arguments are not valid JSON: {exc.msg}",
+                    f"tool-call arguments are not valid JSON: {getattr(exc, 'msg', 'too deep or too long')}",
                     "arguments must be a JSON object or a string holding one",
                     where,
                 )
@@ -153,9 +164,12 @@ def read_json_calls(text: str) -> tuple[list[RawCall], list[Diagnostic], bool]:
             call = _tool_call(value, where, diags)
             if call is not None:
                 calls.append(call)
-        elif isinstance(value, list) and value and all(_is_tool_call(v) for v in value):
+        elif isinstance(value, list) and any(_is_tool_call(v) for v in value):
             found = True
             for i, item in enumerate(value):
+                if not _is_tool_call(item):
+                    diags.append(diag("syntax", f"item {i} is not a tool call", _SHAPE_HINT, f"{where}/{i}"))
+                    continue
                 call = _tool_call(item, f"{where}/{i}", diags)
                 if call is not None:
                     calls.append(call)
@@ -166,6 +180,11 @@ def read_json_calls(text: str) -> tuple[list[RawCall], list[Diagnostic], bool]:
 def parse_json(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     """The plan written as JSON in ``text`` (None when no plan-shaped JSON is found) and its problems."""
     calls, diags, found = read_json_calls(text)
+    if "<think" in text.lower():
+        # JSON drafted inside <think>/<thinking> reasoning does not count when the answer has a plan.
+        outside = read_json_calls(blank_thinking(text))
+        if outside[2]:
+            calls, diags, found = outside
     if not found:
         return None, diags
     plan, more = build_plan(calls)

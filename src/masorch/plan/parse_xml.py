@@ -12,10 +12,12 @@ by structure - a ``<to>`` closes the nearest open ``<from>`` - so one missing ta
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from typing import Any
 
+from masorch.plan._build import param_value
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import AgentSpec, Flow, ParamValue, Plan
 
@@ -49,14 +51,34 @@ _THINKING = re.compile(r"<(thinking|think)>.*?</\1>", re.S | re.I)
 _AGENT_OPEN = re.compile(r"<agent>", re.I)
 _AGENT_CLOSE = re.compile(r"</agent>", re.I)
 _EDGE_TOKEN = re.compile(r"<(from|to)>([^<]*)</\1>", re.I)
-_ARG = re.compile(r"<([A-Za-z_][\w\-]*)>(.*?)</\1>", re.S)
-_PARTIAL_TAG = re.compile(r"<(/?[A-Za-z_]\w*)?$")
+# "(.*?)</tag>" written as an unrolled loop ("[^<]*" runs), which the regex engine scans far faster.
+_ARG = re.compile(r"<([A-Za-z_][\w\-]*)>([^<]*(?:<(?!/\1>)[^<]*)*)</\1>")
+_PARTIAL_TAG = re.compile(r"</?(?:[A-Za-z_]\w*)?")
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
 
 
 def looks_like_xml(text: str) -> bool:
     """Whether ``text`` carries MAS-Orchestra plan tags."""
-    return _TAG_HINT.search(text) is not None
+    return xml_start(text) is not None
+
+
+def xml_start(text: str) -> int | None:
+    """Where the first MAS-Orchestra plan tag in ``text`` starts, or None."""
+    if "<" not in text:
+        return None
+    m = _TAG_HINT.search(text)
+    return m.start() if m is not None else None
+
+
+def strip_thinking(text: str) -> str:
+    """``text`` without its closed ``<thinking>``/``<think>`` blocks."""
+    return _THINKING.sub("", text)
+
+
+def blank_thinking(text: str) -> str:
+    """``text`` with each closed ``<thinking>``/``<think>`` block replaced by its line breaks only
+    (so line numbers after it stay right)."""
+    return _THINKING.sub(lambda m: "\n" * m.group().count("\n"), text)
 
 
 def kind_of(name: str) -> str:
@@ -70,9 +92,19 @@ def kind_of(name: str) -> str:
     return name
 
 
-def _tag(block: str, name: str) -> str | None:
-    m = re.search(rf"<{name}>(.*?)</{name}>", block, re.S | re.I)
-    return m.group(1).strip() if m else None
+_FIELDS = re.compile(
+    r"<(agent_id|agent_output_id|agent_name|agent_description|required_arguments)>"
+    r"([^<]*(?:<(?!/\1>)[^<]*)*)</\1>",
+    re.I,
+)
+
+
+def _fields(block: str) -> dict[str, str]:
+    """The first occurrence of each agent field tag in one block, stripped (one pass over it)."""
+    out: dict[str, str] = {}
+    for m in _FIELDS.finditer(block):
+        out.setdefault(m.group(1).lower(), m.group(2).strip())
+    return out
 
 
 def _value(raw: str) -> ParamValue:
@@ -80,21 +112,21 @@ def _value(raw: str) -> ParamValue:
     text = raw.strip()
     try:
         value: Any = json.loads(text)
-    except ValueError:
+        ok, kept = param_value(value)
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to be a parameter
         return text
-    if isinstance(value, (str, int, float, bool, list)) or value is None:
-        return value
-    return text
+    return kept if ok else text
 
 
 def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec | None, bool]:
     """The agent in one block and whether it is low-DoM style (``agent_output_id``)."""
-    agent_id = _tag(block, "agent_id")
+    fields = _fields(block)
+    agent_id = fields.get("agent_id")
     low_style = False
     if not agent_id:
-        agent_id = _tag(block, "agent_output_id")
+        agent_id = fields.get("agent_output_id")
         low_style = bool(agent_id)
-    name = _tag(block, "agent_name")
+    name = fields.get("agent_name")
     place = f"agent:{agent_id}" if agent_id else f"xml:agent#{index + 1}"
     missing = [t for t, v in (("agent_id", agent_id), ("agent_name", name)) if not v]
     if missing:
@@ -107,7 +139,7 @@ def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec |
             )
         )
         return None, low_style
-    args_text = _tag(block, "required_arguments")
+    args_text = fields.get("required_arguments")
     task = ""
     params: dict[str, ParamValue] = {}
     for m in _ARG.finditer(block if args_text is None else args_text):
@@ -116,6 +148,8 @@ def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec |
             continue  # without <required_arguments>, only the known argument tags are read
         if tag == "agent_input":
             task = content.strip()
+            if task == '""':  # the checkpoints' prompts spell "the original question" as ""
+                task = ""
         elif tag in IGNORED_ARGS:
             diags.append(
                 diag(
@@ -128,7 +162,8 @@ def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec |
         else:
             params[ARG_TO_PARAM.get(tag, tag)] = _value(content)
     assert agent_id is not None and name is not None
-    return AgentSpec(id=agent_id, kind=kind_of(name), task=task, params=params), low_style
+    agent = AgentSpec(id=agent_id, kind=kind_of(name), task=task, params=params)
+    return agent, low_style
 
 
 def _blocks(text: str, diags: list[Diagnostic]) -> tuple[list[str], str]:
@@ -136,12 +171,16 @@ def _blocks(text: str, diags: list[Diagnostic]) -> tuple[list[str], str]:
     blocks: list[str] = []
     rest: list[str] = []
     pos = 0
-    for i, m in enumerate(_AGENT_OPEN.finditer(text)):
+    opens = list(_AGENT_OPEN.finditer(text))
+    closes = list(_AGENT_CLOSE.finditer(text))
+    close_starts = [c.start() for c in closes]
+    for i, m in enumerate(opens):
         if m.start() < pos:
             continue
         rest.append(text[pos : m.start()])
-        close = _AGENT_CLOSE.search(text, m.end())
-        nxt = _AGENT_OPEN.search(text, m.end())
+        k = bisect.bisect_left(close_starts, m.end())
+        close = closes[k] if k < len(closes) else None
+        nxt = opens[i + 1] if i + 1 < len(opens) else None
         if close is None or (nxt is not None and nxt.start() < close.start()):
             end = nxt.start() if nxt is not None else len(text)
             body = text[m.end() : end]
@@ -202,21 +241,33 @@ def _unpaired(message: str, k: int) -> Diagnostic:
     )
 
 
+def _clip(text: str, limit: int = 40) -> str:
+    one = " ".join(text.split())
+    return one if len(one) <= limit else one[: limit - 3] + "..."
+
+
 def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     """The plan written in MAS-Orchestra tags (None when there are none) and its problems."""
     diags: list[Diagnostic] = []
     body = _THINKING.sub("", text)
     open_thinking = re.search(r"<(thinking|think)>", body, re.I)
     if open_thinking is not None:
-        body = body[: open_thinking.start()]
-        if not looks_like_xml(text[open_thinking.end() :]):
+        rest = body[open_thinking.end() :]
+        tag_at = xml_start(rest)
+        if tag_at is None:
+            body = body[: open_thinking.start()]
             diags.append(diag("truncated", "the text ends inside <thinking>", "close it with </thinking>"))
+        else:  # "</thinking>" forgotten: the reasoning ends where the first plan tag begins
+            body = body[: open_thinking.start()] + rest[tag_at:]
     answers = _ANSWER.findall(body)
     body = _ANSWER.sub("", body)
     if re.search(r"<answer>", body, re.I):
         diags.append(diag("truncated", "the text ends inside <answer>", "close it with </answer>"))
     blocks, outside = _blocks(body, diags)
-    if _PARTIAL_TAG.search(body.rstrip()) and not any(d.code == "truncated" for d in diags):
+    tail = body.rstrip()
+    last_open = tail.rfind("<")
+    cut_in_tag = last_open >= 0 and _PARTIAL_TAG.fullmatch(tail, last_open) is not None
+    if cut_in_tag and not any(d.code == "truncated" for d in diags):
         diags.append(diag("truncated", "the text ends inside a tag", "finish the last tag"))
     agents: list[AgentSpec] = []
     low_style = False
@@ -232,8 +283,18 @@ def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     ids = {a.id for a in agents}
     if answers:
         answer = answers[-1].strip()
-        if answer not in ids:
+        if not agents:
             final = answer
+        elif answer not in ids:
+            # As the checkpoints' own reader does: with an agent defined, the plan delegates.
+            diags.append(
+                diag(
+                    "answer_ignored",
+                    f"<answer> holds {_clip(answer)!r}, not an agent id; the agents' output is the answer",
+                    "put the id of the agent whose output answers the question in <answer>, "
+                    "or drop the <agent> to answer directly",
+                )
+            )
     elif agents and low_style:
         diags.append(
             diag(

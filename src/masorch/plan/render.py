@@ -1,8 +1,9 @@
 """Canonical text of a plan in each dialect (``parse(render(p, d), d).plan == p``) and a Mermaid graph.
 
 Round-trip holds for plans whose tasks and answers are stripped of surrounding whitespace (the
-readers strip them). The XML dialect additionally cannot carry text containing ``<`` tags of its
-own (``</agent_input>`` inside a task), as in the checkpoints' format itself.
+readers strip them). The XML dialect, like the checkpoints' format itself, cannot carry text holding
+its own tags (``</agent_input>`` inside a task), a task that is literally ``""`` (it means empty
+there) or a direct answer beside agents (an ``<answer>`` beside agents is ignored).
 """
 
 from __future__ import annotations

@@ -15,15 +15,15 @@ Rules, in the order they are checked (codes in :data:`masorch.plan.diagnostics.C
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
-from masorch.plan.catalogue import Catalogue, ParamSpec
+from masorch.plan._rules import check_agent, close_match
+from masorch.plan.catalogue import Catalogue
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.graph import ancestors, cycle_through, strongly_connected, topological_order
-from masorch.plan.model import AgentSpec, DoM, Plan, ValidatedPlan
+from masorch.plan.model import DoM, Plan, ValidatedPlan
 from masorch.plan.parse import DialectChoice, ParseResult, parse
-from masorch.plan.refs import ID_RE, find_refs
+from masorch.plan.refs import REF_RE
 
 
 @dataclass(frozen=True)
@@ -98,11 +98,6 @@ def check(
     return CheckResult(parsed, result, parsed.diagnostics + result.diagnostics)
 
 
-def _close(word: str, options: list[str]) -> str:
-    match = difflib.get_close_matches(word, options, n=1)
-    return f"did you mean {match[0]!r}? " if match else ""
-
-
 def _shape(plan: Plan, dom: DoM, limits: Limits, out: list[Diagnostic]) -> bool:
     """Rules on the plan as a whole; False when there is nothing more to check."""
     if not plan.agents and plan.final_answer is None:
@@ -172,86 +167,6 @@ def _shape(plan: Plan, dom: DoM, limits: Limits, out: list[Diagnostic]) -> bool:
     return True
 
 
-def _agent(agent: AgentSpec, catalogue: Catalogue, limits: Limits, out: list[Diagnostic]) -> None:
-    where = f"agent:{agent.id}"
-    if not ID_RE.match(agent.id):
-        out.append(
-            diag(
-                "bad_id",
-                f"agent id {agent.id!r} is not a valid id",
-                "use a letter first, then letters, digits, _ or -, at most 64 characters (e.g. calc_1)",
-                where,
-            )
-        )
-    if len(agent.task) > limits.max_task_chars:
-        out.append(
-            diag(
-                "task_too_long",
-                f"the task has {len(agent.task)} characters; the limit is {limits.max_task_chars}",
-                "shorten the task; pass long material through ${ref} references instead",
-                where,
-            )
-        )
-    signature = catalogue.get(agent.kind)
-    if signature is None:
-        kinds = list(catalogue)
-        out.append(
-            diag(
-                "unknown_kind",
-                f"kind {agent.kind!r} is not a known sub-agent",
-                f"{_close(agent.kind, kinds)}use one of: {', '.join(kinds)}",
-                where,
-            )
-        )
-        return
-    names = [p.name for p in signature.params]
-    for name, value in agent.params.items():
-        spec = signature.param(name)
-        if spec is None:
-            takes = (
-                f"{agent.kind} takes: {', '.join(names)}" if names else f"{agent.kind} takes no parameters"
-            )
-            out.append(
-                diag(
-                    "unknown_param",
-                    f"{agent.kind} has no parameter {name!r}",
-                    f"{_close(name, names)}{takes}",
-                    where,
-                )
-            )
-            continue
-        problem = spec.problem(value)
-        if problem is not None:
-            out.append(diag("bad_param", problem, _param_hint(spec.name, spec), where))
-    for spec in signature.params:
-        if spec.required and spec.name not in agent.params:
-            out.append(
-                diag(
-                    "missing_param",
-                    f"{agent.kind} needs the parameter {spec.name!r}",
-                    _param_hint(spec.name, spec),
-                    where,
-                )
-            )
-
-
-def _param_hint(name: str, spec: ParamSpec) -> str:
-    parts = [f"{name} is {spec.type}"]
-    if spec.minimum is not None or spec.maximum is not None:
-        lo = "" if spec.minimum is None else f"{spec.minimum:g}"
-        hi = "" if spec.maximum is None else f"{spec.maximum:g}"
-        parts.append(f"in [{lo}, {hi}]")
-    if spec.choices:
-        parts.append(f"one of {', '.join(spec.choices)}")
-    if spec.min_items is not None:
-        parts.append(f"with at least {spec.min_items} items")
-    if spec.max_items is not None:
-        parts.append(f"with at most {spec.max_items} items")
-    if spec.default is not None:
-        parts.append(f"(default {spec.default!r})")
-    return " ".join(parts)
-
-
 def _flows(plan: Plan, ids: set[str], out: list[Diagnostic]) -> list[tuple[str, str]]:
     """Flow rules; the distinct, well-formed edges that the graph rules then look at."""
     edges: list[tuple[str, str]] = []
@@ -264,7 +179,7 @@ def _flows(plan: Plan, ids: set[str], out: list[Diagnostic]) -> list[tuple[str, 
                 diag(
                     "dangling_flow",
                     f"the flow {flow.src} -> {flow.dst} names {end!r}, which is not an agent",
-                    f"{_close(end, sorted(ids))}create agent {end!r} or fix the flow's id",
+                    f"{close_match(end, sorted(ids))}create agent {end!r} or fix the flow's id",
                     where,
                 )
             )
@@ -299,13 +214,11 @@ def _flows(plan: Plan, ids: set[str], out: list[Diagnostic]) -> list[tuple[str, 
 def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diagnostic]) -> None:
     for agent in plan.agents:
         where = f"agent:{agent.id}"
-        done: set[str] = set()
-        for ref in find_refs(agent.task):
-            if ref.target in done:
-                continue
-            done.add(ref.target)
-            token = "${" + ref.target + "}"
-            if ref.target == agent.id:
+        if "${" not in agent.task:
+            continue
+        for target in dict.fromkeys(t for t, _ in REF_RE.findall(agent.task)):
+            token = "${" + target + "}"
+            if target == agent.id:
                 out.append(
                     diag(
                         "self_ref",
@@ -314,21 +227,21 @@ def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diag
                         where,
                     )
                 )
-            elif ref.target not in ids:
+            elif target not in ids:
                 out.append(
                     diag(
                         "unknown_ref",
-                        f"{token} refers to {ref.target!r}, which is not an agent",
-                        f"{_close(ref.target, sorted(ids))}use the id of an upstream agent",
+                        f"{token} refers to {target!r}, which is not an agent",
+                        f"{close_match(target, sorted(ids))}use the id of an upstream agent",
                         where,
                     )
                 )
-            elif (ref.target, agent.id) not in edges:
+            elif (target, agent.id) not in edges:
                 out.append(
                     diag(
                         "ref_without_flow",
-                        f"{token} is used but there is no flow {ref.target} -> {agent.id}",
-                        f"add the flow {ref.target} -> {agent.id}",
+                        f"{token} is used but there is no flow {target} -> {agent.id}",
+                        f"add the flow {target} -> {agent.id}",
                         where,
                     )
                 )
@@ -336,9 +249,11 @@ def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diag
 
 def _graph(
     order_ids: list[str], edges: list[tuple[str, str]], out: list[Diagnostic], sink_rules: bool
-) -> str | None:
-    """Cycle and sink rules; the single sink when there is one."""
-    components = strongly_connected(order_ids, edges)
+) -> tuple[str | None, list[str] | None]:
+    """Cycle and sink rules; the single sink when there is one, and a topological order."""
+    # Tarjan's components are only needed to name cycles; a topological order proves there are none.
+    order = topological_order(order_ids, edges)
+    components = [] if order is not None else strongly_connected(order_ids, edges)
     if components:
         children: dict[str, list[str]] = {}
         for src, dst in edges:
@@ -353,15 +268,19 @@ def _graph(
                     "cycle:" + "->".join(path),
                 )
             )
-        return None
+        return None, None
     has_out = {src for src, _ in edges}
     sinks = [a for a in order_ids if a not in has_out]
     if len(sinks) == 1:
-        return sinks[0]
+        return sinks[0], order
     if not sinks or not sink_rules:
-        return None
-    reach = {s: ancestors(s, edges) for s in sinks}
-    main = max(reversed(sinks), key=lambda s: len(reach[s]))
+        return None, order
+    if len(sinks) <= 16:  # the sink that gathers the most work is probably the intended one
+        main = max(reversed(sinks), key=lambda s: len(ancestors(s, edges)))
+    else:  # a pathological plan: keep this linear
+        has_in = {dst for _, dst in edges}
+        main = next((s for s in reversed(sinks) if s in has_in), sinks[-1])
+    upstream = ancestors(main, edges)
     out.append(
         diag(
             "multiple_sinks",
@@ -371,7 +290,7 @@ def _graph(
         )
     )
     for agent_id in order_ids:
-        if agent_id != main and agent_id not in reach[main]:
+        if agent_id != main and agent_id not in upstream:
             out.append(
                 diag(
                     "unreachable",
@@ -380,7 +299,7 @@ def _graph(
                     f"agent:{agent_id}",
                 )
             )
-    return None
+    return None, order
 
 
 def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits()) -> ValidationResult:
@@ -390,7 +309,7 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
         return ValidationResult(plan, tuple(out), None)
     order_ids: list[str] = []
     for agent in plan.agents:
-        _agent(agent, catalogue, limits, out)
+        check_agent(agent, catalogue, limits.max_task_chars, out)
         if agent.id in order_ids:
             out.append(
                 diag(
@@ -406,7 +325,7 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
     edges = _flows(plan, ids, out)
     _refs(plan, ids, set(edges), out)
     # At DoM low, extra agents and flows are already DoM errors; sink rules would only repeat them.
-    sink = _graph(order_ids, edges, out, dom is DoM.HIGH) if order_ids else None
+    sink, order = _graph(order_ids, edges, out, dom is DoM.HIGH) if order_ids else (None, [])
     parents: dict[str, list[str]] = {a: [] for a in order_ids}
     for src, dst in edges:
         parents[dst].append(src)
@@ -423,7 +342,6 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
             )
     if any(d.is_error for d in out):
         return ValidationResult(plan, tuple(out), None)
-    order = topological_order(order_ids, edges)
     assert order is not None  # no cycle was reported
     validated = ValidatedPlan(
         plan=plan,

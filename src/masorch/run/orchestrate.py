@@ -33,6 +33,10 @@ from masorch.trace.writer import TraceSink
 
 logger = logging.getLogger(__name__)
 
+#: Longest string the plan schema allows. llama.cpp turns maxLength into a bounded repetition and
+#: refuses repetitions above 2000 (a grammar that fails to parse), so task texts are capped here.
+_SCHEMA_MAX_CHARS = 1000
+
 
 @dataclass(frozen=True)
 class OrchestrateOptions:
@@ -99,7 +103,7 @@ def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: L
         "properties": {
             "id": {"type": "string", "pattern": f"^{ID_PATTERN}$"},
             "kind": {"type": "string", "enum": list(catalogue)},
-            "task": {"type": "string", "maxLength": limits.max_task_chars},
+            "task": {"type": "string", "maxLength": min(limits.max_task_chars, _SCHEMA_MAX_CHARS)},
             "params": {"type": "object", "properties": params, "additionalProperties": False},
         },
         "required": ["id", "kind", "task", "params"],
@@ -111,17 +115,28 @@ def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: L
         "required": ["src", "dst"],
         "additionalProperties": False,
     }
-    low = dom is DoM.LOW
-    return {
-        "type": "object",
-        "properties": {
-            "agents": {"type": "array", "items": agent, "maxItems": 1 if low else limits.max_agents},
-            "flows": {"type": "array", "items": flow, "maxItems": 0 if low else limits.max_flows},
-            "final_answer": {"anyOf": [{"type": "string", "maxLength": 2000}, {"type": "null"}]},
-        },
-        "required": ["agents", "flows", "final_answer"],
-        "additionalProperties": False,
-    }
+    answer = {"type": "string", "minLength": 1, "maxLength": _SCHEMA_MAX_CHARS}
+
+    def shape(min_agents: int, max_agents: int, max_flows: int, final: dict[str, Any]) -> dict[str, Any]:
+        agents = {"type": "array", "items": agent, "minItems": min_agents, "maxItems": max_agents}
+        return {
+            "type": "object",
+            "properties": {
+                "agents": agents,
+                "flows": {"type": "array", "items": flow, "maxItems": max_flows},
+                "final_answer": final,
+            },
+            "required": ["agents", "flows", "final_answer"],
+            "additionalProperties": False,
+        }
+
+    # The DoM's either/or is in the schema: delegate (agents, no final answer) or answer directly.
+    if dom is DoM.LOW:
+        return {"anyOf": [shape(1, 1, 0, {"type": "null"}), shape(0, 0, 0, answer)]}
+    delegate = shape(1, limits.max_agents, limits.max_flows, {"type": "null"})
+    if limits.direct_answer_in_high:
+        return {"anyOf": [delegate, shape(0, 0, 0, answer)]}
+    return delegate
 
 
 async def orchestrate(

@@ -60,7 +60,7 @@ class RunStarted(EventBase):
     dom: str | None = None
     dialect: str | None = None
     models: dict[str, str] = Field(default_factory=dict, description="role -> model id")
-    budget: dict[str, float | None] = Field(default_factory=dict)
+    budget: dict[str, int | float | None] = Field(default_factory=dict)
 
 
 class PlanParsed(EventBase):

@@ -1,0 +1,105 @@
+"""The OpenAI chat-completion wire format, shared by the HTTP and the in-process backends.
+
+Request pieces (messages, tools) and the parsing of a reply's first choice, checked field by field so
+that a malformed reply becomes a clear error instead of an ``AttributeError`` deep in a caller.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from masorch.backends.base import FinishReason, Message, ToolCall, ToolSpec
+
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "content_filter": "error",
+}
+
+
+def messages_payload(messages: Sequence[Message]) -> list[dict[str, str]]:
+    """Messages as the ``messages`` field of a chat request."""
+    return [{"role": m.role, "content": m.content} for m in messages]
+
+
+def tools_payload(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tool specs as the ``tools`` field of a chat request (function tools)."""
+    return [
+        {
+            "type": "function",
+            "function": {"name": t.name, "description": t.description, "parameters": dict(t.parameters)},
+        }
+        for t in tools
+    ]
+
+
+def estimate_tokens(text: str) -> int:
+    """A rough token count (about four characters a token) for servers that report no usage.
+
+    >>> estimate_tokens("abcdefgh")
+    2
+    """
+    return math.ceil(len(text) / 4)
+
+
+def parse_chat_choice(data: Any) -> tuple[str, tuple[ToolCall, ...], FinishReason]:
+    """Text, tool calls and finish reason of the first choice of a chat-completion object.
+
+    Raises ``ValueError`` naming what is wrong when ``data`` is not a chat completion.
+
+    >>> parse_chat_choice({"choices": [{"message": {"content": "hi"}, "finish_reason": "length"}]})
+    ('hi', (), 'length')
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    if "error" in data and "choices" not in data:
+        raise ValueError(f"error object {json.dumps(data['error'])}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ValueError("no choices")
+    message = choices[0].get("message")
+    if not isinstance(message, dict):
+        raise ValueError("choice without a message")
+    text = _content_text(message.get("content"))
+    if text is None:
+        raise ValueError(f"message content of type {type(message.get('content')).__name__}")
+    tool_calls = _tool_calls(message.get("tool_calls"))
+    if tool_calls is None:
+        raise ValueError("malformed tool_calls")
+    finish = _FINISH.get(str(choices[0].get("finish_reason") or "stop"), "stop")
+    if tool_calls and finish == "stop":
+        finish = "tool_calls"
+    return text, tool_calls, finish
+
+
+def _content_text(content: Any) -> str | None:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # some servers send content parts
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        return "".join(str(p) for p in parts)
+    return None
+
+
+def _tool_calls(raw: Any) -> tuple[ToolCall, ...] | None:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list):
+        return None
+    calls: list[ToolCall] = []
+    for item in raw:
+        function = item.get("function") if isinstance(item, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str):
+            return None
+        arguments = function.get("arguments", "")
+        if not isinstance(arguments, str):  # some servers send the arguments as an object
+            arguments = json.dumps(arguments)
+        calls.append(ToolCall(name=function["name"], arguments=arguments, id=str(item.get("id") or "")))
+    return tuple(calls)
