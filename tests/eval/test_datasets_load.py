@@ -143,3 +143,30 @@ def test_hub_source_needs_the_data_extra_or_the_network(tmp_path, monkeypatch):
         load("hotpotqa", source="hub")
     assert info.value.code in {"data_hub", "missing_extra"}
     assert "masorch data pull hotpotqa" in info.value.hint or "pip install" in info.value.hint
+
+
+def test_hub_rows_are_converted_to_the_official_layout(monkeypatch):
+    datasets = pytest.importorskip("datasets")
+    calls = []
+    hub_row = {
+        "id": "h1",
+        "question": "Which is older?",
+        "answer": "Alpha",
+        "type": "comparison",
+        "level": "easy",
+        "supporting_facts": {"title": ["Alpha", "Beta"], "sent_id": [0, 0]},
+        "context": {"title": ["Alpha", "Beta"], "sentences": [["Alpha is old."], ["Beta is new."]]},
+    }
+
+    def fake_load_dataset(path, name=None, split=None, data_files=None):
+        calls.append((path, name, split, data_files))
+        return [hub_row] if path != "json" else _records("mmath_en.json")
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    (sample,) = load("hotpotqa", source="hub")
+    assert calls[-1] == ("hotpotqa/hotpot_qa", "distractor", "validation", None)
+    assert (sample.id, sample.answer, sample.meta["type"]) == ("h1", "Alpha", "comparison")
+    assert sample.meta["context"] == [["Alpha", ["Alpha is old."]], ["Beta", ["Beta is new."]]]
+    assert sample.meta["supporting_facts"] == [["Alpha", 0], ["Beta", 0]]
+    assert [s.answer for s in load("aime24", source="hub")] == ["12", "24"]
+    assert calls[-1][0] == "json" and calls[-1][3].endswith("/mmath/en.json")

@@ -25,6 +25,8 @@ def gold(answer: str) -> Sample:
         (r"\boxed{\left\{ 1, 2 \right\}}", r"\left\{ 1, 2 \right\}"),
         (r"\fbox{7}", "7"),
         (r"thus \boxed 42.", "42."),
+        (r"\boxed {3} and \boxed 4", "4"),
+        (r"\boxed 4 and \boxed {3}", "3"),
         (r"\boxed{unclosed", None),
         ("none", None),
     ],

