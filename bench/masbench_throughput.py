@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -38,8 +39,8 @@ def per_axis(n_per_value: int, values: range) -> dict[str, tuple[int, float, flo
     return out
 
 
-def paper_wall(workers: int, fmt: str) -> tuple[int, float]:
-    """Instances and wall seconds of ``masorch bench make --paper`` through the CLI."""
+def paper_wall(workers: int, fmt: str) -> tuple[int, float, float]:
+    """Instances, wall seconds and CPU seconds (all processes) of ``masorch bench make --paper``."""
     src = Path(__file__).resolve().parents[1] / "src"
     env = dict(os.environ, PYTHONPATH=str(src))
     with tempfile.TemporaryDirectory() as tmp:
@@ -55,9 +56,13 @@ def paper_wall(workers: int, fmt: str) -> tuple[int, float]:
             "--workers",
             str(workers),
         ]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run([*cmd, "--format", fmt, "-q"], check=True, env=env)
-        return sum(p.total for p in PAPER_SUITE), time.perf_counter() - t0
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return sum(p.total for p in PAPER_SUITE), wall, cpu
 
 
 def main() -> None:
@@ -83,11 +88,12 @@ def main() -> None:
         f"ratio to the original iGSM generator (~{IGSM_PER_SECOND:.0f}/s/core): {rate / IGSM_PER_SECOND:.1f}x"
     )
     if not args.no_paper:
-        n, wall = paper_wall(args.workers, args.format)
+        n, wall, cpu = paper_wall(args.workers, args.format)
         print(
             f"paper suite (--paper, {args.format}, {args.workers} workers): {n} instances in "
             f"{wall:.1f} s wall ({n / wall:.0f}/s; target < 60 s on 2 cores); "
-            f"load average now {os.getloadavg()[0]:.1f}"
+            f"{cpu:.1f} CPU s in all processes (~{cpu / 2:.1f} s on 2 idle cores); "
+            f"load average now {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
         )
 
 

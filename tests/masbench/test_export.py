@@ -109,3 +109,21 @@ def test_stats_counts_and_histogram():
     assert st["instances"] == 5
     assert sum(st["answer_histogram"]) == 2 * 3 + 3 * 2
     assert st["measured_ranges"]["parallel"] == [2, 3]
+
+
+def test_jsonl_files_of_different_axes_load_as_one_dataset(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    from masorch.masbench.export import jsonl_features
+
+    files = []
+    for axis, split in (("depth", "train"), ("robustness", "test"), ("horizon", "train")):
+        path = tmp_path / f"{axis}_{split}.jsonl"
+        write_records(path, generate(jobs_for(axis, [(2, 2)], split, 3)))
+        files.append(str(path))
+    ds = datasets.load_dataset(
+        "json", data_files=files, features=jsonl_features(), split="train", cache_dir=str(tmp_path / "cache")
+    )
+    assert ds.num_rows == 6
+    rob = [r for r in ds if r["axis"] == "robustness"]
+    assert rob[0]["subtasks"][0]["needle"]["number"] > 10**6 and rob[0]["decoys"][0] is not None
+    assert ds[0]["controls"]["depth"] == [2, 2]

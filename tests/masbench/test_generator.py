@@ -22,7 +22,8 @@ def test_measured_axis_equals_requested_for_every_value(axis, split):
             rec = generate_instance(axis, value, split=split, seed=11, index=index)
             assert rec["measured"][axis] == value, (axis, value, index)
             assert within_controls(rec)
-            assert set(rec["controls"]) == set(CONTROLS[axis])
+            assert list(rec["controls"]) == list(AXES) and rec["controls"][axis] == [value, value]
+            assert set(CONTROLS[axis]) == set(AXES) - {axis}
             assert rec["generator_version"] == GENERATOR_VERSION
             assert len(rec["answers"]) == len(rec["subtasks"])
             assert all(0 <= a <= 22 for a in rec["answers"])
@@ -103,3 +104,15 @@ def test_vocabulary_rejects_apostrophes_and_repeats():
         parse_chain(good.replace("Nab", "Bob's"))
     with pytest.raises(UsageError):
         parse_chain(good.replace("Nab", "Mdc"))
+
+
+def test_breadth_is_also_built_as_a_category_total_over_exactly_b_children():
+    found = 0
+    for index in range(30):
+        rec = generate_instance("breadth", 7, split="train", seed=6, index=index)
+        query = rec["subtasks"][0]["equations"][-1]
+        if query["rhs"] == "total":
+            found += 1
+            assert len(query["inputs"]) == 7 and rec["measured"]["breadth"] == 7
+            assert rec["question"].rstrip().endswith("have?")
+    assert found >= 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from pathlib import Path
@@ -74,12 +75,19 @@ def make(
     start = time.perf_counter()
     with _progress(console) as bar:
         task = bar.add_task("generating", total=total)
-        for path, jobs in parts:
-            bar.update(task, description=f"generating {path.name}")
-            written = write_records(
-                path, generate(jobs, workers=workers, progress=lambda k: bar.advance(task, k))
-            )
-            console.print(f"wrote {written} instances to {path}", highlight=False)
+        # One stream (one process pool) for every file; each file takes its share in order.
+        stream = generate(
+            [job for _, jobs in parts for job in jobs],
+            workers=workers,
+            progress=lambda k: bar.advance(task, k),
+        )
+        try:
+            for path, jobs in parts:
+                bar.update(task, description=f"generating {path.name}")
+                written = write_records(path, itertools.islice(stream, len(jobs)))
+                console.print(f"wrote {written} instances to {path}", highlight=False)
+        finally:
+            stream.close()
     if paper:
         manifest = {
             "seed": seed,

@@ -14,12 +14,14 @@ from masorch.masbench.problem import Problem, Q, sketch_hash
 from masorch.masbench.render import make_needle, note_text
 from masorch.masbench.splits import accepts, check_split, derive_rng
 from masorch.masbench.vocab import Chain, load_chains
-from masorch.masbench.world import World, build_world
+from masorch.masbench.world import MAX_ITEMS_PER_LEVEL, World, build_world
 
 MIN_VALUE, MAX_VALUE = 2, 12
 MAX_ATTEMPTS = 60
 MAX_SUB_ATTEMPTS = 400
 REDRAWS = 6
+TOTAL_HUB_RATE = 0.3
+"""How often a breadth task (value <= 8) asks for a category total over exactly ``value`` children."""
 
 CONTROLS: dict[str, dict[str, tuple[int, int] | None]] = {
     "depth": {"breadth": (2, 3), "horizon": (1, 1), "parallel": (1, 1), "robustness": (0, 0)},
@@ -53,7 +55,7 @@ class _Ctx:
                 continue
             # A rejected template keeps its graph and re-draws its operations first: cheaper than a rebuild.
             for _ in range(REDRAWS):
-                if accepts(self.split, sketch_hash(problem.sketch())[1]):
+                if accepts(self.split, sketch_hash(problem.sketch())[1]) and not problem.degenerate():
                     return problem, rng
                 redraw_operations(rng, problem)
         raise RunError(
@@ -66,17 +68,19 @@ def _inst(world: World) -> list[Q]:
     return [Q("inst", p, c) for p, c in world.edges]
 
 
-def _single(ctx: _Ctx, rng: random.Random, spec: Spec, est: int) -> dict[str, Any]:
-    world = build_world(rng, ctx.chains, min_edges=est + rng.randint(2, 6))
+def _single(ctx: _Ctx, rng: random.Random, spec: Spec, est: int, fanout: int = 0) -> dict[str, Any]:
+    world = build_world(rng, ctx.chains, min_edges=est + rng.randint(2, 6), fanout=fanout)
+
+    inst = _inst(world)
 
     def make(r: random.Random) -> Problem:
-        pool = _inst(world)
+        pool = list(inst)
         r.shuffle(pool)
         return build_problem(r, world, pool, spec)
 
     problem, srng = ctx.sub_problem(1, make)
     used = {q for q, _ in problem.steps}
-    rest = [q for q in _inst(world) if q not in used]
+    rest = [q for q in inst if q not in used]
     srng.shuffle(rest)
     add_distractors(srng, problem, rest)
     sub = igsm_subtask(problem, srng, 0, {})
@@ -91,6 +95,10 @@ def _depth(ctx: _Ctx, rng: random.Random) -> dict[str, Any]:
 def _breadth(ctx: _Ctx, rng: random.Random) -> dict[str, Any]:
     b = ctx.value
     d = rng.choice((3, 4))
+    if b <= MAX_ITEMS_PER_LEVEL and rng.random() < TOTAL_HUB_RATE:
+        # The query is the category total of an item with exactly b children (iGSM's own wide nodes).
+        spec = Spec(depth=d, breadth_min=2, breadth_max=min(b, 3), total_hub=b)
+        return _single(ctx, rng, spec, b + 2 * d + 3, fanout=b)
     spec = Spec(depth=d, breadth_min=2, breadth_max=min(b, 3), hub=b)
     return _single(ctx, rng, spec, b + 2 * d + 3)
 
@@ -131,14 +139,16 @@ def _own_world_problem(
     )
     avoid.extend(world.keys())
 
+    inst = _inst(world)
+
     def make(r: random.Random) -> Problem:
-        pool = _inst(world)
+        pool = list(inst)
         r.shuffle(pool)
         return build_problem(r, world, pool, spec)
 
     problem, srng = ctx.sub_problem(k, make)
     used = {q for q, _ in problem.steps}
-    rest = [q for q in _inst(world) if q not in used]
+    rest = [q for q in inst if q not in used]
     srng.shuffle(rest)
     add_distractors(srng, problem, rest)
     return world, problem, srng
@@ -200,7 +210,9 @@ def _assemble(
         decoys=decoys,
         attacked=attacked,
     )
-    rec["controls"] = {k: list(v) if v else [ctx.value, ctx.value] for k, v in CONTROLS[ctx.axis].items()}
+    # Every axis has a range (the requested one is [value, value]) so all records share one schema.
+    ranges = CONTROLS[ctx.axis]
+    rec["controls"] = {a: list(ranges.get(a) or (ctx.value, ctx.value)) for a in AXES}
     return rec
 
 

@@ -23,7 +23,8 @@ class Spec:
 
     ``hub`` > 0 gives the query exactly that many inputs; ``answer_ref`` > 0 makes the first quantity
     of the longest chain use ``[answer<answer_ref>]``; ``abstract`` allows category totals (only where
-    the problem states every edge of its world).
+    the problem states every edge of its world); ``total_hub`` > 0 asks for the category total of an
+    item with exactly that many children.
     """
 
     depth: int
@@ -32,6 +33,7 @@ class Spec:
     hub: int = 0
     abstract: bool = True
     answer_ref: int = 0
+    total_hub: int = 0
 
 
 def make_expr(rng: random.Random, inputs: list[Q]) -> Expr:
@@ -126,6 +128,8 @@ class _Builder:
     def target(self) -> tuple[str, list[Q]] | None:
         """An item whose category total can be the query: its child edges free, their count in range."""
         w, lo, hi = self.world, max(1, self.spec.breadth_min), self.spec.breadth_max
+        if self.spec.total_hub:
+            lo = hi = self.spec.total_hub
         cands = [
             x
             for lvl in range(len(w.items) - 1)
@@ -151,7 +155,11 @@ class _Builder:
         elif spec.breadth_min >= 2 and d >= 2 and not any(plan[2:]):
             plan[rng.randint(2, d)] = spec.breadth_min - 1
         total = None
-        if spec.abstract and not spec.hub and not spec.answer_ref and rng.random() < ABSTRACT_QUERY_RATE:
+        if spec.total_hub:
+            total = self.target()
+            if total is None:
+                raise BuildFailed("no item with the requested number of children")
+        elif spec.abstract and not spec.hub and not spec.answer_ref and rng.random() < ABSTRACT_QUERY_RATE:
             total = self.target()
         # With a category-total query, the longest chain runs through its first child edge.
         length = d - 1 if total else d
@@ -177,7 +185,7 @@ class _Builder:
         if problem.depth() != d:
             raise BuildFailed(f"depth {problem.depth()} != {d}")
         b = problem.breadth()
-        if not spec.breadth_min <= b <= max(spec.breadth_max, spec.hub):
+        if not spec.breadth_min <= b <= max(spec.breadth_max, spec.hub, spec.total_hub):
             raise BuildFailed(f"breadth {b} outside the range")
         return problem
 

@@ -38,8 +38,14 @@ def check_record(rec: dict[str, Any]) -> list[str]:
         return [f"{rid}: the evaluator cannot solve the text: {exc}"]
     if got.answers != rec["answers"]:
         out.append(f"{rid}: evaluator answers {got.answers} != stored {rec['answers']}")
-    if got.measured != rec["measured"]:
-        out.append(f"{rid}: axes measured from text {got.measured} != stored {rec['measured']}")
+    if len(rec["subtasks"]) > 1:
+        # Sub-problems must not leak into each other: reading them all as one context changes nothing.
+        try:
+            joint = solve_text(rec["question"], rec["worlds"], joint=True).answers
+            if joint != got.answers:
+                out.append(f"{rid}: solving the sub-problems together gives {joint}, alone {got.answers}")
+        except EvaluationError as exc:
+            out.append(f"{rid}: the sub-problems cannot be solved together: {exc}")
     if rec["measured"][rec["axis"]] != rec["value"]:
         out.append(f"{rid}: measured {rec['axis']} {rec['measured'][rec['axis']]} != value {rec['value']}")
     for axis, (lo, hi) in rec["controls"].items():

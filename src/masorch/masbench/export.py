@@ -86,6 +86,43 @@ def _schema() -> Any:
     )
 
 
+def jsonl_features() -> Any:
+    """The ``datasets.Features`` of a JSONL record, for loading several files (any axes) as one dataset.
+
+    ``load_dataset("json", data_files=[...], features=jsonl_features())``: without it, ``datasets``
+    infers each file's schema on its own, and fields that are empty in one file (no decoys, no task-graph
+    edges) do not cast to the others.
+    """
+    from datasets import Features, Value
+
+    i64, text = Value("int64"), Value("string")
+    axes = ("depth", "horizon", "breadth", "parallel", "robustness")
+    subtask = {
+        "kind": text, "world": i64, "body": text, "question": text, "note": text, "answer": i64,
+        "graph": {"nodes": [text], "edges": [[text]], "query": text},
+        "equations": [{"quantity": text, "rhs": text, "inputs": [text]}],
+        "n_distractors": i64, "solution": text, "sketch": text, "template_hash": text, "bucket": i64,
+        "depth": i64, "breadth": i64, "operations": i64,
+        "needle": {"key": text, "number": i64, "position": i64, "repeats": i64},
+    }  # fmt: skip
+    world = {
+        "chain": text,
+        "levels": [{"level": i64, "category": text, "subcategory": text, "items": [text]}],
+        "edges": [[text]],
+    }
+    return Features(
+        {
+            "id": text, "axis": text, "value": i64, "split": text, "seed": i64, "index": i64,
+            "attempt": i64, "generator_version": text, "question": text, "answers": [i64],
+            "ground_truth": text, "decoys": [i64], "attacked_answers": [i64],
+            "verification": {"solution": text, "answers": [i64]},
+            "measured": {a: i64 for a in axes}, "template_hash": text, "worlds": [world],
+            "subtasks": [subtask], "task_graph": {"nodes": [text], "edges": [[text]]},
+            "controls": {a: [i64] for a in axes},
+        }
+    )  # fmt: skip
+
+
 def write_records(path: Path, records: Iterable[dict[str, Any]]) -> int:
     """Write records to ``path`` (.jsonl or .parquet); return how many were written."""
     suffix = check_format(path)

@@ -94,6 +94,7 @@ class Problem:
     distractors: list[tuple[Q, Expr]] = field(default_factory=list)
     values: dict[Q, int] = field(default_factory=dict)
     _sketch: str | None = field(default=None, repr=False)
+    _deps: dict[Q, tuple[Q, ...]] | None = field(default=None, repr=False)
 
     def deps(self, q: Q) -> tuple[Q, ...]:
         """The quantities ``q`` depends on (abstract totals depend on their structural children)."""
@@ -102,7 +103,9 @@ class Problem:
 
     def dep_map(self) -> dict[Q, tuple[Q, ...]]:
         """Every needed quantity's dependencies, in solution order."""
-        return {q: abstract_deps(self.world, q) if e is None else e.inputs for q, e in self.steps}
+        if self._deps is None:
+            self._deps = {q: abstract_deps(self.world, q) if e is None else e.inputs for q, e in self.steps}
+        return self._deps
 
     def solve(self, given: dict[Q, int] | None = None) -> int:
         """Compute every needed value in order (``given`` supplies answer references); return the answer."""
@@ -144,7 +147,8 @@ class Problem:
 
     def solution(self, rng: random.Random, given: dict[Q, int] | None = None) -> str:
         """A step-by-step solution in topological order, with random symbol names."""
-        self.solve(given)
+        if self.query not in self.values:
+            self.solve(given)
         symbols = list(SYMBOLS[: max(26, len(self.steps))])
         rng.shuffle(symbols)
         sym: dict[Q, str] = {}
@@ -183,10 +187,37 @@ class Problem:
             f, n = f"{expr.const} * {f}", f"{expr.const} * {n}"
         return f, n
 
+    def degenerate(self) -> bool:
+        """True when the answer does not depend on any stated constant (e.g. the difference of a copy).
+
+        Every quantity is affine mod 23 in the constants and answer references, so the answer is
+        uniform over 0..22 exactly when one of its coefficients is non-zero; this tracks them.
+        """
+        coef: dict[Q, dict[Q, int]] = {}
+        for q, expr in self.steps:
+            acc: dict[Q, int] = {}
+            if expr is None:
+                terms = abstract_terms(self.world, q)
+                if any(b is not None for _, b in terms):
+                    return False  # a product of quantities: not affine, never built by the generator
+                parts, signs = [coef[a] for a, _ in terms], [1] * len(terms)
+            elif expr.combine == "const":
+                parts, signs = [{q: 1}], [1]
+            else:
+                parts = [coef.get(d, {d: 1}) for d in expr.inputs]
+                signs = [1, -1] if expr.combine == "diff" else [1] * len(parts)
+            scale = expr.const if expr is not None and expr.mod == "times" else 1
+            for part, sign in zip(parts, signs, strict=True):
+                for leaf, c in part.items():
+                    acc[leaf] = (acc.get(leaf, 0) + sign * scale * c) % MOD
+            coef[q] = {leaf: c for leaf, c in acc.items() if c}
+        return not coef[self.query]
+
     def reset(self) -> None:
         """Forget cached values and sketch after the steps changed."""
         self.values = {}
         self._sketch = None
+        self._deps = None
 
     def sketch(self) -> str:
         """The name- and number-free sketch of the solution (the template, for split hashing)."""

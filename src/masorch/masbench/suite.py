@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +87,7 @@ def jobs_for(axis: str, counts: Sequence[tuple[int, int]], split: str, seed: int
 
 def generate(
     jobs: Sequence[Job], *, workers: int = 1, progress: Callable[[int], None] | None = None
-) -> Iterator[dict[str, Any]]:
+) -> Generator[dict[str, Any], None, None]:
     """Yield the instances of ``jobs`` in order; ``workers`` > 1 uses processes (same output)."""
     if workers <= 1:
         for job in jobs:

@@ -83,11 +83,13 @@ def build_world(
     min_edges: int,
     avoid: frozenset[tuple[str, int, str]] = frozenset(),
     n_levels: int | None = None,
+    fanout: int = 0,
 ) -> World:
     """A random world with at least ``min_edges`` structure edges, using no (chain, level, sub) in ``avoid``.
 
     Every item of a non-last level contains at least one item and every item of a non-first level is
-    inside at least one item; extra edges are added at random until there are enough.
+    inside at least one item; extra edges are added at random until there are enough. ``fanout`` > 0
+    gives one item exactly that many children (at most ``MAX_ITEMS_PER_LEVEL``).
     """
     n_lv = n_levels if n_levels is not None else rng.choice((2, 3, 3, 4, 4))
     n_lv = max(n_lv, 2)
@@ -117,6 +119,9 @@ def build_world(
         if not grow:
             break
         sizes[min(grow, key=lambda i: (sizes[i], i))] += 1
+    hub = (rng.randrange(n_lv - 1), 0) if fanout else (-1, -1)
+    if fanout:
+        sizes[hub[0] + 1] = max(sizes[hub[0] + 1], fanout)
     items: list[tuple[str, ...]] = []
     for lv, si, size in zip(levels, subs, sizes, strict=True):
         pool = list(chain.levels[lv].subcategories[si].items)
@@ -129,9 +134,17 @@ def build_world(
         for p in range(sizes[i]):
             if p not in parents:
                 edges.add((i, p, rng.randrange(sizes[i + 1])))
+    if fanout:
+        i, p = hub
+        edges = {e for e in edges if (e[0], e[1]) != hub}
+        edges.update((i, p, c) for c in rng.sample(range(sizes[i + 1]), fanout))
+        has_parent = {e[2] for e in edges if e[0] == i}
+        for c in range(sizes[i + 1]):
+            if c not in has_parent:
+                edges.add((i, 1 + rng.randrange(sizes[i] - 1), c))
     if len(edges) < min_edges:
         all_pairs = [(i, p, c) for i in range(n_lv - 1) for p in range(sizes[i]) for c in range(sizes[i + 1])]
-        missing = [e for e in all_pairs if e not in edges]
+        missing = [e for e in all_pairs if e not in edges and (e[0], e[1]) != hub]
         edges.update(rng.sample(missing, min(len(missing), min_edges - len(edges))))
     ordered = sorted(edges)
     return World(
