@@ -14,7 +14,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -165,8 +165,3 @@ def latest(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if rec.get("type") == "sample":
             by_key[rec["key"]] = rec
     return list(by_key.values())
-
-
-def iter_samples(records: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
-    """The sample records among ``records``."""
-    return (r for r in records if r.get("type") == "sample")

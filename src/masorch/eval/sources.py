@@ -7,6 +7,7 @@ saved next to the corpus in the data cache, then reused by every later run).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,8 +65,6 @@ def read_masbench(path: Path) -> list[dict[str, Any]]:
 
 
 def _select(samples: list[Sample], limit: int | None, sample: int | None, seed: int) -> list[Sample]:
-    import random
-
     if sample is not None and sample < len(samples):
         keep = sorted(random.Random(seed).sample(range(len(samples)), sample))
         samples = [samples[i] for i in keep]

@@ -17,7 +17,7 @@ from a YAML file::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -216,8 +216,3 @@ def load_systems_file(path: Path, **overrides: Any) -> list[SystemSpec]:
     except OSError as exc:
         raise UsageError(f"cannot read systems file {path}: {exc}", hint="check the path") from exc
     return systems_from_yaml(text, **overrides)
-
-
-def with_name(spec: SystemSpec, name: str) -> SystemSpec:
-    """A copy of ``spec`` labelled ``name``."""
-    return replace(spec, name=name)
