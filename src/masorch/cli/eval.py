@@ -1,0 +1,209 @@
+"""``masorch eval run ...`` (run systems over datasets, resumable) and ``masorch eval report DIR``.
+
+``eval`` is a command group: ``run`` evaluates and writes ``DIR/log.jsonl``, ``DIR/traces.jsonl``,
+``DIR/report.md`` and ``DIR/plots/``; ``report`` rebuilds the report and plots from the log alone.
+The environment (backends, agents, scorers) comes from a factory given to :func:`register`, so
+tests can inject scripted backends: ``register(app, env_factory=...)``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from masorch.errors import UsageError
+from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
+from masorch.eval.report import write_report
+from masorch.eval.sources import resolve_all
+from masorch.eval.systems import SystemSpec, budget_from, load_systems_file, parse_systems
+
+
+@dataclass(frozen=True)
+class EnvArgs:
+    """The flags that shape a run's environment."""
+
+    cache: Path | None = None
+    max_tokens: int | None = None
+    threads: int | None = None
+    scorer_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+#: The run's environment flags -> the environment (backends, agents, scorers) of a run.
+EnvFactory = Callable[[EnvArgs], EnvSpec]
+
+
+def default_env_factory(args: EnvArgs) -> EnvSpec:
+    """The real environment: backends from model strings (through ``cache`` if given), built-in agents."""
+    return EnvSpec.default(
+        cache_path=args.cache,
+        max_tokens=args.max_tokens,
+        scorer_options=args.scorer_options,
+        n_threads=args.threads,
+    )
+
+
+def _systems(systems: str | None, config: Path | None, defaults: dict[str, Any]) -> list[SystemSpec]:
+    if (systems is None) == (config is None):
+        raise UsageError(
+            "give exactly one of --systems and --config",
+            hint="e.g. --systems sas:cot,mas:low,mas:high --model local:qwen2.5-coder-0.5b",
+        )
+    if config is not None:
+        return load_systems_file(config, **defaults)
+    if defaults.get("model") is None:
+        raise UsageError("--systems needs --model", hint="e.g. --model local:qwen2.5-coder-0.5b")
+    return parse_systems(systems or "", **{k: v for k, v in defaults.items() if v is not None})
+
+
+def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None:
+    """Add the ``eval`` group (``run``, ``report``) to ``app``."""
+    group = typer.Typer(
+        help="Evaluate single-agent and multi-agent systems over datasets; report with intervals.",
+        no_args_is_help=True,
+    )
+    app.add_typer(group, name="eval")
+
+    @group.command("run")
+    def run_cmd(
+        data: list[str] = typer.Option(  # noqa: B008
+            ..., "--data", help="Dataset name (aime24, hotpotqa, ...) or MASBench JSONL path (repeatable)."
+        ),
+        out: Path = typer.Option(..., "--out", help="Run directory (log, traces, report, plots)."),  # noqa: B008
+        systems: str | None = typer.Option(None, "--systems", help="e.g. sas:cot,sas:sc,mas:low,mas:high"),
+        config: Path | None = typer.Option(None, "--config", help="YAML file of systems."),  # noqa: B008
+        model: str | None = typer.Option(None, "--model", help="Sub-agent model (and orchestrator default)."),
+        orchestrator: str | None = typer.Option(None, "--orchestrator", help="Orchestrator model (mas)."),
+        judge: str | None = typer.Option(None, "--judge", help="Judge-role model inside systems."),
+        dialect: str | None = typer.Option(None, "--dialect", help="Plan dialect: calls, json or xml."),
+        repair: int | None = typer.Option(None, "--repair", min=0, help="Plan repair rounds (mas)."),
+        plan_tokens: int | None = typer.Option(
+            None, "--plan-tokens", min=1, help="Token cap of the orchestrator's plan (mas)."
+        ),
+        budget_calls: int | None = typer.Option(None, "--budget-calls", min=0, help="Calls per sample."),
+        budget_tokens: int | None = typer.Option(None, "--budget-tokens", min=0, help="Tokens per sample."),
+        budget_cost: float | None = typer.Option(None, "--budget-cost", min=0, help="Cost per sample ($)."),
+        timeout: float | None = typer.Option(None, "--timeout", min=0, help="Deadline per sample (s)."),
+        limit: int | None = typer.Option(None, "--limit", min=0, help="First N samples (per axis value)."),
+        sample: int | None = typer.Option(None, "--sample", min=0, help="A seeded random N samples."),
+        seed: int = typer.Option(0, "--seed", help="Seed of --sample and of the bootstrap."),
+        max_tokens: int | None = typer.Option(
+            None, "--max-tokens", min=1, help="Completion cap of each sub-agent call."
+        ),
+        threads: int | None = typer.Option(
+            None, "--threads", min=1, help="CPU threads of an embedded (local:) model."
+        ),
+        concurrency: int = typer.Option(8, "--concurrency", min=1, help="Samples in flight."),
+        resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
+        retry_failed: bool = typer.Option(
+            False, "--retry-failed", help="With --resume: rerun failed samples."
+        ),
+        cache: Path | None = typer.Option(None, "--cache", help="SQLite record/replay cache of LLM calls."),  # noqa: B008
+        data_cache: Path | None = typer.Option(None, "--data-cache", help="Dataset cache directory."),  # noqa: B008
+        scorer: str | None = typer.Option(
+            None, "--scorer", help="Override every dataset's scorer: math, exact, f1, masbench, llm_judge."
+        ),
+        scorer_judge: str | None = typer.Option(
+            None, "--judge-model", help="Model of the llm_judge scorer (its own model string)."
+        ),
+        ray: str | None = typer.Option(
+            None, "--ray", help="Run samples as Ray tasks: 'local' or a cluster address (ray://host:port)."
+        ),
+        plots: bool = typer.Option(True, "--plots/--no-plots", help="Write plots (needs matplotlib)."),
+        traces: bool = typer.Option(True, "--traces/--no-traces", help="Write DIR/traces.jsonl."),
+    ) -> None:
+        """Run every system on every sample of every dataset; write the log, then the report."""
+        budget = {"calls": budget_calls, "tokens": budget_tokens, "cost": budget_cost}
+        budget = {k: v for k, v in budget.items() if v is not None}
+        defaults: dict[str, Any] = {
+            "model": model,
+            "orchestrator": orchestrator,
+            "judge": judge,
+            "dialect": dialect,
+            "repair": repair,
+            "plan_tokens": plan_tokens,
+            "timeout_s": timeout,
+        }
+        if budget:
+            defaults["budget"] = budget if config is not None else budget_from(budget)
+        specs = _systems(
+            systems, config, {k: v for k, v in defaults.items() if v is not None} | {"model": model}
+        )
+        sources = resolve_all(
+            [d for item in data for d in item.split(",") if d],
+            limit=limit,
+            sample=sample,
+            seed=seed,
+            cache_dir=data_cache,
+        )
+        if scorer is not None:
+            if scorer == "llm_judge" and not scorer_judge:
+                raise UsageError(
+                    "--scorer llm_judge needs --judge-model", hint="e.g. --judge-model openai:gpt-4o"
+                )
+            sources = [dataclasses.replace(src, scorer=scorer) for src in sources]
+        scorer_options = {"llm_judge": {"model": scorer_judge}} if scorer_judge else {}
+        env = (env_factory or default_env_factory)(EnvArgs(cache, max_tokens, threads, scorer_options))
+        options = EvalOptions(
+            concurrency=concurrency,
+            resume=resume,
+            retry_failed=retry_failed,
+            traces=traces,
+            use_ray=ray is not None,
+            ray_address=None if ray in (None, "local") else ray,
+        )
+        console = Console(stderr=True)
+        tally = _run_with_progress(console, specs, sources, out, options, env)
+        path = write_report(out, plots=plots, seed=seed)
+        console.print(
+            f"{tally.done}/{tally.total} samples, accuracy {100 * tally.accuracy:.1f}%, "
+            f"not ok {tally.not_ok}, cost ${tally.cost:.4f}; report: {path}"
+        )
+
+    @group.command("report")
+    def report_cmd(
+        directory: Path = typer.Argument(..., help="The --out directory of a run."),  # noqa: B008
+        plots: bool = typer.Option(True, "--plots/--no-plots", help="Write plots (needs matplotlib)."),
+        seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+    ) -> None:
+        """Rebuild DIR/report.md (and DIR/plots/) from DIR/log.jsonl alone."""
+        path = write_report(directory, plots=plots, seed=seed)
+        typer.echo(str(path))
+
+
+def _run_with_progress(
+    console: Console,
+    specs: list[SystemSpec],
+    sources: list[Any],
+    out: Path,
+    options: EvalOptions,
+    env: EnvSpec,
+) -> Tally:
+    columns = (
+        TextColumn("[bold]eval"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=console, transient=False) as progress:
+        task = progress.add_task("", total=None)
+
+        def describe(t: Tally) -> str:
+            return f"acc {100 * t.accuracy:.1f}%  cost ${t.cost:.4f}  tokens {t.tokens}  not ok {t.not_ok}"
+
+        def on_start(t: Tally) -> None:
+            progress.update(task, total=t.total, completed=t.done, description=describe(t))
+
+        def on_record(rec: dict[str, Any], t: Tally) -> None:
+            progress.update(task, completed=t.done, description=describe(t))
+
+        return evaluate(
+            specs, sources, out, options=options, env_spec=env, on_record=on_record, on_start=on_start
+        )

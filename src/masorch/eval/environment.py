@@ -1,0 +1,159 @@
+"""What a process needs to run systems: backends per model string, agents, retrievers, scorers.
+
+:class:`EnvSpec` says how to build them and is picklable, so Ray workers build the same things a
+local run does; :class:`Environment` builds each once per process, on first use.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from masorch.agents.base import AgentRegistry, Retriever
+from masorch.backends.base import Backend
+from masorch.errors import UsageError
+from masorch.eval.scoring import make_scorer
+from masorch.eval.sources import index_dir_for
+from masorch.eval.systems import SystemSpec
+from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
+
+
+def sas_plan(system: SystemSpec) -> Plan:
+    """The one-node plan of a single-agent baseline: its kind on the whole question."""
+    return Plan(agents=(AgentSpec(id="solver", kind=system.variant, task="", params=dict(system.params)),))
+
+
+def default_backend_factory(
+    spec: str, cache_path: str | None = None, n_threads: int | None = None
+) -> Backend:
+    """A backend from a model string (:func:`masorch.backends.registry.make_backend`), cached if asked.
+
+    ``n_threads`` sets an embedded (``local:``) model's CPU threads (default: all cores).
+    """
+    from masorch.backends.registry import BackendSettings, make_backend
+
+    settings = BackendSettings(cache_path=Path(cache_path) if cache_path else None, n_threads=n_threads)
+    return make_backend(spec, settings=settings)
+
+
+def default_agents_factory(max_tokens: int | None = None) -> AgentRegistry:
+    """The built-in sub-agents (``max_tokens`` caps each call's completion; None: their default)."""
+    from masorch.agents import default_registry
+
+    return default_registry() if max_tokens is None else default_registry(max_tokens=max_tokens)
+
+
+def default_retriever_factory(corpus: Path) -> Retriever:
+    """BM25 over a JSONL corpus; the index is built once and saved next to the corpus."""
+    from masorch.agents.corpus import BM25Corpus
+
+    return BM25Corpus.open(corpus, index_dir_for(corpus))
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """How a process builds what running needs: picklable, so Ray workers build the same things.
+
+    ``backend_factory`` maps a model string to a Backend, ``agents_factory`` gives the sub-agent
+    registry, ``retriever_factory`` a corpus path to a Retriever, ``scorer_factory`` a scorer name
+    (with ``scorer_options``) to a scorer. Tests inject scripted backends here.
+    """
+
+    backend_factory: Callable[[str], Backend] = default_backend_factory
+    agents_factory: Callable[[], AgentRegistry] = default_agents_factory
+    retriever_factory: Callable[[Path], Retriever] = default_retriever_factory
+    scorer_factory: Callable[..., Any] = make_scorer
+    scorer_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def default(
+        cls,
+        *,
+        cache_path: Path | None = None,
+        max_tokens: int | None = None,
+        scorer_options: Mapping[str, Mapping[str, Any]] | None = None,
+        n_threads: int | None = None,
+    ) -> EnvSpec:
+        """The real environment; with ``cache_path`` every backend records/replays through that cache."""
+        return cls(
+            backend_factory=functools.partial(
+                default_backend_factory,
+                cache_path=str(cache_path) if cache_path else None,
+                n_threads=n_threads,
+            ),
+            agents_factory=functools.partial(default_agents_factory, max_tokens),
+            scorer_options=dict(scorer_options or {}),
+        )
+
+
+class Environment:
+    """One process's backends (one per model string), agent registry, retrievers and scorers."""
+
+    def __init__(self, spec: EnvSpec) -> None:
+        self.spec = spec
+        self._backends: dict[str, Backend] = {}
+        self._retrievers: dict[Path, Retriever] = {}
+        self._scorers: dict[str, Any] = {}
+        self._agents: AgentRegistry | None = None
+        self._plans: dict[str, ValidatedPlan] = {}
+        self._lock = threading.Lock()
+
+    def backend(self, model: str) -> Backend:
+        """The shared backend of ``model`` (built on first use)."""
+        with self._lock:
+            if model not in self._backends:
+                self._backends[model] = self.spec.backend_factory(model)
+            return self._backends[model]
+
+    def agents(self) -> AgentRegistry:
+        """The sub-agent registry (built on first use)."""
+        with self._lock:
+            return self._agents_locked()
+
+    def _agents_locked(self) -> AgentRegistry:
+        if self._agents is None:
+            self._agents = self.spec.agents_factory()
+        return self._agents
+
+    def sas_plan(self, system: SystemSpec) -> ValidatedPlan:
+        """The validated one-node plan of a single-agent system (validated once per system)."""
+        with self._lock:
+            if system.name not in self._plans:
+                checked = validate(sas_plan(system), DoM.HIGH, self._agents_locked().catalogue())
+                if checked.validated is None:
+                    problems = "; ".join(d.message for d in checked.diagnostics if d.is_error)
+                    raise UsageError(
+                        f"bad parameters for {system.name}: {problems}",
+                        hint="fix the system's params (see the agent's signature in docs/agents.md)",
+                    )
+                self._plans[system.name] = checked.validated
+            return self._plans[system.name]
+
+    def retriever(self, corpus: Path) -> Retriever:
+        """The retriever over ``corpus`` (indexed once per process)."""
+        with self._lock:
+            if corpus not in self._retrievers:
+                self._retrievers[corpus] = self.spec.retriever_factory(corpus)
+            return self._retrievers[corpus]
+
+    def scorer(self, name: str) -> Any:
+        """The scorer ``name`` (one instance per process)."""
+        with self._lock:
+            if name not in self._scorers:
+                self._scorers[name] = self.spec.scorer_factory(name, **self.spec.scorer_options.get(name, {}))
+            return self._scorers[name]
+
+    async def aclose(self) -> None:
+        """Close every backend and every scorer that holds resources (math-verify workers)."""
+        for backend in self._backends.values():
+            await backend.aclose()
+        self._backends.clear()
+        for scorer in self._scorers.values():
+            close = getattr(scorer, "close", None)
+            if callable(close):
+                close()
+        self._scorers.clear()

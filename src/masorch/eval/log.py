@@ -1,0 +1,167 @@
+"""The append-only run log ``DIR/log.jsonl``: one header, then one line per finished sample.
+
+Each finished sample is written as one complete line and flushed at once, so a run killed at any
+moment loses at most the samples still in flight. Reopening the log for a resume reads the records,
+drops a torn last line (a kill during a write), and tells the harness which (system, dataset,
+sample) keys are done, so nothing is run twice. When a key appears more than once (a failed sample
+retried with ``retry_failed``), the last record wins.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from masorch.errors import UsageError
+
+logger = logging.getLogger(__name__)
+
+LOG_FILE = "log.jsonl"
+LOG_VERSION = 1
+#: Statuses of a sample that did not produce a scored answer because the harness itself failed.
+HARNESS_FAILED = "failed"
+
+
+def sample_key(system: str, dataset: str, sample_id: str) -> str:
+    """The identity of one unit of work in a run.
+
+    >>> sample_key("sas:cot", "aime24", "7")
+    'sas:cot|aime24|7'
+    """
+    return f"{system}|{dataset}|{sample_id}"
+
+
+def read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The JSON records of a log and the byte offset just after its last complete line.
+
+    Lines are written whole with their newline, so bytes after the last newline are a torn write (a
+    kill mid-write): they are left out. A complete line that is not JSON is a UsageError (the log
+    was edited or corrupted).
+    """
+    data = path.read_bytes()
+    good_end = data.rfind(b"\n") + 1
+    if good_end < len(data):
+        logger.warning("dropping a torn last line of %s (%d bytes)", path, len(data) - good_end)
+    records: list[dict[str, Any]] = []
+    for number, raw in enumerate(data[:good_end].split(b"\n")[:-1], start=1):
+        if not raw.strip():
+            continue
+        try:
+            records.append(json.loads(raw))
+        except json.JSONDecodeError as exc:
+            raise UsageError(
+                f"{path} line {number} is not JSON: {exc}",
+                hint="the run log was edited or corrupted; start a new --out directory",
+            ) from exc
+    return records, good_end
+
+
+class RunLog:
+    """An open run log: ``header`` (the run's systems and data), ``records`` and :meth:`append`.
+
+    Thread-safe: appends from several threads (or Ray result handlers) never interleave.
+    """
+
+    def __init__(self, path: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        self.path = path
+        self.header = header
+        self._records = records
+        self._lock = threading.Lock()
+        self._fh = path.open("a", encoding="utf-8")
+
+    @classmethod
+    def create(cls, directory: Path, header: Mapping[str, Any], *, resume: bool) -> RunLog:
+        """Open ``directory/log.jsonl``: a new log, or with ``resume`` the existing one (header checked).
+
+        Without ``resume`` an existing non-empty log is a UsageError (never overwritten). With it,
+        the stored header's ``systems`` and ``datasets`` must equal ``header``'s.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / LOG_FILE
+        head = {"type": "header", "version": LOG_VERSION, **header}
+        if path.exists() and path.stat().st_size > 0:
+            if not resume:
+                raise UsageError(
+                    f"{path} already holds a run",
+                    hint="add --resume to continue it, or choose another --out directory",
+                )
+            records, good_end = read_lines(path)
+            if good_end < path.stat().st_size:
+                with path.open("r+b") as fh:
+                    fh.truncate(good_end)
+            if not records or records[0].get("type") != "header":
+                raise UsageError(f"{path} has no header line", hint="start a new --out directory")
+            stored = records[0]
+            for key in ("systems", "datasets"):
+                if json.dumps(stored.get(key), sort_keys=True) != json.dumps(head.get(key), sort_keys=True):
+                    raise UsageError(
+                        f"--resume with different {key} than the run in {path}",
+                        hint=f"resume with the same flags, or use another --out directory ({key} "
+                        f"stored: {json.dumps(stored.get(key))[:300]})",
+                    )
+            log = cls(path, stored, records[1:])
+            log._write({"type": "resume", "time": time.time()})
+            return log
+        log = cls(path, head, [])
+        log._write(head)
+        return log
+
+    @classmethod
+    def read(cls, directory: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The header and the sample records of the log in ``directory`` (last record per key wins)."""
+        path = directory / LOG_FILE
+        if not path.is_file():
+            raise UsageError(f"no run log at {path}", hint="pass the --out directory of a `masorch eval run`")
+        records, _ = read_lines(path)
+        if not records or records[0].get("type") != "header":
+            raise UsageError(f"{path} has no header line", hint="is this a masorch eval log?")
+        return records[0], latest(records[1:])
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        """The sample records so far (last per key)."""
+        with self._lock:
+            return latest(self._records)
+
+    def done_keys(self, *, retry_failed: bool = False) -> set[str]:
+        """Keys with a record; with ``retry_failed``, harness failures are not counted as done."""
+        return {r["key"] for r in self.records if not (retry_failed and r.get("status") == HARNESS_FAILED)}
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        """Write one sample record as a line and flush it to the OS at once."""
+        rec = {"type": "sample", **record}
+        with self._lock:
+            self._records.append(rec)
+            self._write(rec)
+
+    def _write(self, record: Mapping[str, Any]) -> None:
+        self._fh.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self._fh.flush()
+        if record.get("type") == "header":
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        """Close the file."""
+        with self._lock:
+            self._fh.close()
+
+    def __enter__(self) -> RunLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def latest(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sample records with only the last one per key, in first-seen order."""
+    by_key: dict[str, dict[str, Any]] = {}
+    for rec in records:
+        if rec.get("type") == "sample":
+            by_key[rec["key"]] = rec
+    return list(by_key.values())

@@ -1,0 +1,118 @@
+"""Scoring inside the harness: one scorer per dataset, sync or async, as one :class:`Verdict` type.
+
+Dataset scorers come from the scorer registry of :mod:`masorch.score` (math-verify for math, EM/F1
+for HotpotQA, an LLM judge); MASBench samples are graded by :mod:`masorch.score.masbench` (every
+``\\boxed{}`` answer in order, all must match; per-position results and attack following kept).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from masorch.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A prediction's grade as the run log stores it: ``correct``, ``value`` in [0, 1], details."""
+
+    correct: bool
+    value: float
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+
+class ScoredSample(Protocol):
+    """What a scorer reads from a sample: the gold answer, the question and dataset fields."""
+
+    @property
+    def answer(self) -> str:
+        """The gold answer."""
+        ...
+
+    @property
+    def question(self) -> str:
+        """The question."""
+        ...
+
+    @property
+    def meta(self) -> Mapping[str, Any]:
+        """Dataset-specific fields (MASBench: answers, decoys, axis, value)."""
+        ...
+
+
+class MasbenchScorer:
+    """:func:`masorch.score.masbench.score_masbench` as a harness scorer over MASBench samples.
+
+    The prediction is the full reply (several boxes for multi-answer axes); ``value`` is the
+    per-position accuracy, ``correct`` needs every position.
+
+    >>> from types import SimpleNamespace as S
+    >>> s = S(answer="3<<horizon>>5", question="", meta={"answers": [3, 5], "decoys": [None, 9]})
+    >>> v = MasbenchScorer().score(r"\\boxed{3} then \\boxed{5}", s)
+    >>> v.correct, v.details["per_position"]
+    (True, [True, True])
+    >>> MasbenchScorer().score(r"\\boxed{3} \\boxed{9}", s).details["attack_followed"]
+    True
+    """
+
+    name = "masbench"
+    #: Pure and fast: the harness calls it on the event loop instead of in a worker thread.
+    inline = True
+
+    def score(self, prediction: str, sample: ScoredSample) -> Verdict:
+        """The verdict on ``prediction`` for a MASBench sample."""
+        from masorch.score.masbench import parse_ground_truth, score_masbench
+
+        answers = sample.meta.get("answers") or parse_ground_truth(sample.answer)
+        decoys = sample.meta.get("decoys") or None
+        result = score_masbench(prediction, answers, decoys, sample.meta.get("attacked_answers"))
+        return Verdict(
+            correct=result.correct,
+            value=result.position_accuracy,
+            details={
+                "predicted": list(result.predicted),
+                "per_position": list(result.per_position),
+                "first_failure": result.first_failure,
+                "attack_followed": result.attack_followed,
+                "n_boxes": result.n_boxes,
+            },
+        )
+
+
+def make_scorer(name: str, **options: Any) -> Any:
+    """A scorer by name: ``masbench`` (here) or any name of the :mod:`masorch.score` registry."""
+    if name == "masbench":
+        return MasbenchScorer()
+    if name == "llm_judge" and isinstance(options.get("model"), str):
+        # A model string travels to Ray workers; the backend is built in the process that scores.
+        from masorch.backends.registry import make_backend
+
+        backend = make_backend(options["model"])
+        options = {k: v for k, v in options.items() if k != "model"} | {"backend": backend}
+    try:
+        from masorch.score.scorer import get_scorer
+    except ImportError as exc:
+        raise UsageError(
+            f"scorer {name!r} needs masorch.score.scorer, which this masorch lacks",
+            hint="install a complete masorch (the scorers of masorch.score)",
+        ) from exc
+    return get_scorer(name, **options)
+
+
+async def grade(scorer: Any, prediction: str, sample: ScoredSample) -> Verdict:
+    """Score with an async scorer, a sync one (in a worker thread, unless it declares ``inline``)."""
+    if inspect.iscoroutinefunction(scorer.score):
+        result = await scorer.score(prediction, sample)
+    elif getattr(scorer, "inline", False):
+        result = scorer.score(prediction, sample)
+    else:
+        result = await asyncio.to_thread(scorer.score, prediction, sample)
+    return Verdict(
+        correct=bool(result.correct),
+        value=float(result.value),
+        details=dict(getattr(result, "details", {}) or {}),
+    )

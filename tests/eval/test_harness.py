@@ -1,0 +1,193 @@
+"""The harness with scripted backends: accuracy, failure accounting, concurrency, systems, CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import typer
+from eval_helpers import SumBackendFactory, SumModel, scorer_factory, write_sums
+from typer.testing import CliRunner
+
+from masorch.backends.scripted import ScriptedBackend
+from masorch.cli import eval as eval_cli
+from masorch.errors import UsageError
+from masorch.eval.harness import EnvSpec, EvalOptions, evaluate
+from masorch.eval.log import RunLog
+from masorch.eval.sources import DataSource, resolve
+from masorch.eval.systems import parse_systems, systems_from_yaml
+
+
+def _env(**kw) -> EnvSpec:
+    return EnvSpec(backend_factory=SumBackendFactory(**kw), scorer_factory=scorer_factory)
+
+
+def test_every_system_on_every_sample_with_known_accuracy(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 6, values=(2, 3))))
+    systems = parse_systems("sas:cot,sas:sc,sas:debate,sas:reflexion,mas:low,mas:high", model="scripted:m")
+    tally = evaluate(systems, [data], tmp_path / "o", env_spec=_env(wrong_every=3))
+    assert tally.done == tally.total == 6 * 12
+    _, records = RunLog.read(tmp_path / "o")
+    assert {r["status"] for r in records} == {"ok"}
+    for system in ("sas:cot", "sas:sc", "mas:low", "mas:high"):
+        mine = [r for r in records if r["system"] == system]
+        wrong = {r["sample_id"] for r in mine if not r["correct"]}
+        # items 0 and 3 (of 0..5) answer wrongly, at both axis values
+        assert wrong == {f"sum-depth-{v}-{i}" for v in (2, 3) for i in (0, 3)}, system
+    by = {r["system"]: r for r in records if r["sample_id"] == "sum-depth-2-1"}
+    assert by["sas:cot"]["calls"] == 1 and by["sas:sc"]["calls"] == 5
+    assert by["mas:high"]["calls"] == 2 and by["mas:high"]["plan_kinds"] == ["cot"]
+    assert by["sas:cot"]["trace_id"] and by["sas:cot"]["prompt_tokens"] > 0
+    traces = [json.loads(x) for x in (tmp_path / "o" / "traces.jsonl").read_text().splitlines()]
+    assert {e["run_id"] for e in traces} >= {r["trace_id"] for r in records}
+
+
+def test_failures_are_recorded_and_counted_never_dropped(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 6)))
+
+    def factory(spec: str):
+        if spec == "scripted:orch":  # an orchestrator whose plans never parse
+            return ScriptedBackend(["this is not a plan"], cycle=True, name="orch")
+        return ScriptedBackend(SumModel(fail_items=(1, 2)), name=spec)
+
+    def scorer(name: str, **_: object):
+        class Flaky:
+            def score(self, prediction: str, sample):
+                if sample.id.endswith("-5"):
+                    raise RuntimeError("scorer crashed")
+                return scorer_factory(name).score(prediction, sample)
+
+        return Flaky()
+
+    systems = [
+        *parse_systems("sas:cot", model="scripted:m"),
+        *parse_systems("mas:high", model="scripted:m", orchestrator="scripted:orch"),
+    ]
+    tally = evaluate(
+        systems, [data], tmp_path / "o", env_spec=EnvSpec(backend_factory=factory, scorer_factory=scorer)
+    )
+    _, records = RunLog.read(tmp_path / "o")
+    assert len(records) == 12 and tally.done == 12
+    status = {(r["system"], r["sample_id"][-1]): r["status"] for r in records}
+    assert status[("sas:cot", "1")] == status[("sas:cot", "2")] == "error"
+    assert status[("sas:cot", "5")] == "failed"
+    assert "scorer crashed" in next(r["error"] for r in records if r["status"] == "failed")
+    assert {status[("mas:high", str(i))] for i in range(6)} == {"invalid_plan"}
+    assert tally.not_ok == 3 + 6 and tally.correct == 3
+    from masorch.eval.report import write_report
+
+    text = write_report(tmp_path / "o", plots=False, n_boot=200).read_text()
+    assert "error 2, failed 1" in text and "invalid_plan 6" in text
+
+
+def test_samples_run_concurrently(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 16)))
+    systems = parse_systems("sas:cot", model="scripted:m")
+    t0 = time.monotonic()
+    evaluate(systems, [data], tmp_path / "o", options=EvalOptions(concurrency=16), env_spec=_env(delay_s=0.2))
+    assert time.monotonic() - t0 < 0.2 * 16 / 3, "16 samples of 0.2 s each must overlap"
+
+
+def test_search_system_indexes_the_corpus_once_and_reuses_it(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.jsonl"
+    docs = [{"id": str(i), "title": f"T{i}", "text": f"Paragraph {i} about sums."} for i in range(20)]
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    base = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))
+    data = DataSource("sums-search", base.samples, "masbench", corpus)
+    systems = parse_systems("sas:search", model="scripted:m")
+    evaluate(systems, [data], tmp_path / "o", env_spec=_env())
+    index = tmp_path / "bm25-index"
+    assert index.is_dir()
+    stamp = {p.name: p.stat().st_mtime_ns for p in index.iterdir()}
+    tally = evaluate(systems, [data], tmp_path / "o2", env_spec=_env())
+    assert {p.name: p.stat().st_mtime_ns for p in index.iterdir()} == stamp, "index reused, not rebuilt"
+    assert tally.correct == 2
+
+
+def test_yaml_systems_and_errors() -> None:
+    text = """
+defaults: {model: scripted:m, budget: {calls: 12}}
+systems:
+  - sas:cot
+  - {system: sas:sc, name: sas:sc3, params: {n: 3}}
+  - {system: mas:high, orchestrator: scripted:o, repair: 1, dialect: json}
+"""
+    specs = systems_from_yaml(text)
+    assert [s.name for s in specs] == ["sas:cot", "sas:sc3", "mas:high"]
+    assert specs[1].params == {"n": 3} and specs[0].budget.max_calls == 12
+    assert specs[2].orchestrator_model == "scripted:o" and specs[2].dialect == "json"
+    with pytest.raises(UsageError, match="unknown single-agent"):
+        parse_systems("sas:python", model="m")
+    with pytest.raises(UsageError, match="two systems"):
+        systems_from_yaml("systems: [sas:cot, sas:cot]\ndefaults: {model: m}")
+    with pytest.raises(UsageError, match="unknown keys"):
+        systems_from_yaml("systems: [{system: sas:cot, modle: x}]")
+
+
+def test_cli_run_writes_log_report_and_resumes(tmp_path: Path) -> None:
+    data = write_sums(tmp_path / "s.jsonl", 4, values=(2, 3))
+    app = typer.Typer()
+    eval_cli.register(app, env_factory=lambda args: _env(wrong_every=2))
+    out = tmp_path / "o"
+    args = ["eval", "run", "--systems", "sas:cot,mas:low", "--model", "scripted:m", "--data", str(data)]
+    args += ["--out", str(out), "--limit", "3", "--concurrency", "4", "--no-plots"]
+    runner = CliRunner()
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    _, records = RunLog.read(out)
+    assert len(records) == 2 * 2 * 3  # --limit is per axis value
+    assert "report.md" in result.output
+    again = runner.invoke(app, args)
+    assert isinstance(again.exception, UsageError)
+    resumed = runner.invoke(app, [*args, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert len(RunLog.read(out)[1]) == 12
+    assert "12/12 samples" in resumed.output
+
+
+def test_math_and_f1_scorers_of_the_registry_grade_real_datasets_shape(tmp_path: Path) -> None:
+    from masorch.eval.datasets import Sample
+
+    # AIME-style integer answers graded by math-verify (thread-safe, time-bounded), HotpotQA by F1.
+    math = DataSource(
+        "mathy",
+        tuple(
+            Sample(f"m{i}", f"Item {i}. What is {i} plus 4?", str((i + 4) % 23), "mathy") for i in range(4)
+        ),
+        "math",
+    )
+    qa = DataSource("qa", (Sample("q0", "Item 0. What is 0 plus 3?", "3", "qa"),), "f1")
+    env = EnvSpec(
+        backend_factory=SumBackendFactory(wrong_every=3), scorer_options={"math": {"isolation": "thread"}}
+    )
+    tally = evaluate(parse_systems("sas:cot", model="scripted:m"), [math, qa], tmp_path / "o", env_spec=env)
+    _, records = RunLog.read(tmp_path / "o")
+    verdicts = {r["sample_id"]: r["correct"] for r in records}
+    assert verdicts == {"m0": False, "m1": True, "m2": True, "m3": False, "q0": False}
+    assert tally.not_ok == 0
+    assert next(r for r in records if r["sample_id"] == "m1")["details"]["method"]
+
+
+def test_a_malformed_model_string_stops_the_run_before_any_sample(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 3)))
+
+    def factory(spec: str):
+        raise UsageError(f"unknown model provider in {spec!r}", hint="use openai, vllm, local")
+
+    with pytest.raises(UsageError, match="unknown model provider"):
+        evaluate(
+            parse_systems("sas:cot", model="x:y"),
+            [data],
+            tmp_path / "o",
+            env_spec=EnvSpec(backend_factory=factory),
+        )
+    assert RunLog.read(tmp_path / "o")[1] == []
+
+
+def test_bad_agent_parameters_stop_the_run_with_a_usage_error(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))
+    systems = parse_systems("sas:sc", model="scripted:m", params={"n": 99})
+    with pytest.raises(UsageError, match="bad parameters for sas:sc"):
+        evaluate(systems, [data], tmp_path / "o", env_spec=_env())

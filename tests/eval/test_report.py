@@ -1,0 +1,138 @@
+"""Report arithmetic from a hand-written log: means, intervals, failures, paired differences, plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from masorch.cli import eval as eval_cli
+from masorch.eval.metrics import bootstrap_mean, paired_difference
+from masorch.eval.report import summarize, write_report
+
+
+def _rec(system: str, sid: str, correct: bool, **kw: Any) -> dict[str, Any]:
+    base = {
+        "type": "sample",
+        "key": f"{system}|masbench:t|{sid}",
+        "system": system,
+        "dataset": "masbench:t",
+        "sample_id": sid,
+        "axis": "depth",
+        "value": int(sid[0]),
+        "status": "ok",
+        "correct": correct,
+        "score": 1.0 if correct else 0.0,
+        "calls": 1,
+        "prompt_tokens": 10,
+        "completion_tokens": 5,
+        "cost": 0.0,
+        "wall_s": 1.0,
+    }
+    return base | kw
+
+
+HEADER = {
+    "type": "header",
+    "version": 1,
+    "systems": [
+        {"name": "sas:cot", "mode": "sas", "variant": "cot", "model": "m", "budget": {}},
+        {"name": "sas:sc", "mode": "sas", "variant": "sc", "model": "m", "budget": {"max_calls": 9}},
+        {"name": "mas:high", "mode": "mas", "variant": "high", "model": "m", "budget": {}},
+    ],
+    "datasets": [{"name": "masbench:t", "origin": "file:t", "n": 4, "scorer": "masbench"}],
+}
+
+# samples 2a, 2b (depth 2) and 3a, 3b (depth 3)
+RECORDS = [
+    _rec("sas:cot", "2a", True),
+    _rec("sas:cot", "2b", False),
+    _rec("sas:cot", "3a", False),
+    _rec("sas:cot", "3b", False, status="error", calls=0),
+    _rec("sas:sc", "2a", True, calls=5, cost=0.5),
+    _rec("sas:sc", "2b", True, calls=5, cost=0.5),
+    _rec("sas:sc", "3a", False, calls=5, cost=0.5),
+    _rec("sas:sc", "3b", False, calls=5, cost=0.5),
+    _rec("mas:high", "2a", True, calls=3, prompt_tokens=40, completion_tokens=20, cost=0.25, wall_s=3.0),
+    _rec("mas:high", "2b", False, calls=3, cost=0.25, wall_s=2.0),
+    _rec("mas:high", "3a", True, calls=4, cost=0.25, wall_s=2.0),
+    # 3b never finished for mas:high (an incomplete run)
+]
+
+
+def test_cells_hold_hand_computed_means_and_failures() -> None:
+    s = summarize(HEADER, RECORDS, n_boot=500)
+    cot = s.cell("sas:cot", "masbench:t")
+    assert cot is not None
+    assert cot.n == 4 and cot.accuracy.mean == pytest.approx(0.25)  # the error counts as wrong
+    assert cot.not_ok == 1 and cot.statuses == {"ok": 3, "error": 1}
+    assert cot.calls == pytest.approx(0.75) and cot.tokens == pytest.approx(15)
+    mas = s.cell("mas:high", "masbench:t")
+    assert mas is not None and mas.n == 3
+    assert mas.accuracy.mean == pytest.approx(2 / 3)
+    assert mas.calls == pytest.approx(10 / 3)
+    assert mas.tokens == pytest.approx((60 + 15 + 15) / 3)
+    assert mas.cost == pytest.approx(0.25) and mas.wall_s == pytest.approx(7 / 3)
+    # per axis value
+    sc3 = s.cell("sas:sc", "masbench:t", 3)
+    assert sc3 is not None and sc3.n == 2 and sc3.accuracy.mean == 0.0
+    # intervals are the bootstrap of the 0/1 outcomes with the report's seed
+    assert cot.accuracy == bootstrap_mean([1, 0, 0, 0], n_boot=500, seed=0)
+
+
+def test_paired_difference_against_best_sas_on_shared_samples() -> None:
+    s = summarize(HEADER, RECORDS, n_boot=500)
+    overall = [p for p in s.paired if p.value is None]
+    assert len(overall) == 1
+    p = overall[0]
+    # best SAS overall is sas:sc (2/4 vs 1/4); shared samples with mas:high: 2a, 2b, 3a
+    assert (p.mas, p.sas, p.diff.n) == ("mas:high", "sas:sc", 3)
+    assert p.diff.mean == pytest.approx((0 + -1 + 1) / 3)
+    assert p.diff == paired_difference([1, 0, 1], [1, 1, 0], n_boot=500, seed=0)
+    depth2 = next(p for p in s.paired if p.value == 2)
+    # at depth 2 the best SAS is sas:sc (2/2); mas:high got 1/2
+    assert depth2.sas == "sas:sc" and depth2.diff.mean == pytest.approx(-0.5)
+    depth3 = next(p for p in s.paired if p.value == 3)
+    # at depth 3 both SAS are 0/2: the tie goes to the first listed system (sas:cot)
+    assert depth3.sas == "sas:cot" and depth3.diff.n == 1 and depth3.diff.mean == 1.0
+
+
+def _write_log(directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = [HEADER, *RECORDS]
+    # a retried key: the last record wins
+    lines.append(_rec("sas:cot", "2b", True, status="ok"))
+    (directory / "log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+
+
+def test_report_from_log_alone_with_plots(tmp_path: Path) -> None:
+    _write_log(tmp_path)
+    path = write_report(tmp_path, plots=True, n_boot=500)
+    text = path.read_text(encoding="utf-8")
+    assert "## masbench:t" in text and "### by depth value" in text
+    # sas:cot now 2/4 after the retried record; error counted in "not ok"
+    assert "| sas:cot | 4 | 50.0 [" in text and "| error 1 |" in text
+    assert "Incomplete run" in text
+    assert "| mas:high | sas:cot | 3 |" in text or "| mas:high | sas:sc | 3 |" in text
+    assert (tmp_path / "plots" / "accuracy_vs_axis.png").stat().st_size > 1000
+    assert (tmp_path / "plots" / "accuracy_vs_cost.png").stat().st_size > 1000
+
+
+def test_cli_report_rebuilds_the_report(tmp_path: Path) -> None:
+    _write_log(tmp_path)
+    app = typer.Typer()
+    eval_cli.register(app)
+    result = CliRunner().invoke(app, ["eval", "report", str(tmp_path), "--no-plots"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "report.md").is_file()
+    assert not (tmp_path / "plots").exists()
+
+
+def test_summary_does_not_depend_on_finish_order() -> None:
+    forward = summarize(HEADER, RECORDS, n_boot=300)
+    backward = summarize(HEADER, list(reversed(RECORDS)), n_boot=300)
+    assert forward.cells == backward.cells and forward.paired == backward.paired

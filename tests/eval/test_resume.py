@@ -1,0 +1,119 @@
+"""A run killed with SIGKILL resumes with no sample lost or run twice; torn lines are dropped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from eval_helpers import SumBackendFactory, scorer_factory, write_sums
+
+from masorch.errors import UsageError
+from masorch.eval.harness import EnvSpec, EvalOptions, evaluate
+from masorch.eval.log import RunLog
+from masorch.eval.sources import resolve
+from masorch.eval.systems import parse_systems
+
+HERE = Path(__file__).parent
+SRC = HERE.parent.parent / "src"
+
+
+def _sample_lines(path: Path) -> list[dict]:
+    return [r for r in map(json.loads, path.read_text().splitlines()) if r["type"] == "sample"]
+
+
+def test_sigkill_then_resume_runs_each_sample_exactly_once(tmp_path: Path) -> None:
+    data = write_sums(tmp_path / "sums.jsonl", 12)
+    out = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE)]))
+    cmd = [sys.executable, str(HERE / "resume_worker.py"), str(out), str(data), "0.15"]
+    proc = subprocess.Popen([*cmd, "new"], env=env)
+    log = out / "log.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if log.exists() and len(_sample_lines(log)) >= 5:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert proc.returncode == -signal.SIGKILL
+    before = _sample_lines(log)
+    assert 5 <= len(before) < 24, "the kill should land mid-run"
+    # a torn write at the moment of the kill must not break the resume
+    with log.open("a") as fh:
+        fh.write('{"type": "sample", "key": "sas:cot|masbench:sums|sum-de')
+
+    factory = SumBackendFactory(wrong_every=4)
+    calls: Counter[str] = Counter()
+
+    def counting(spec: str):  # count the samples the resume actually runs
+        backend = factory(spec)
+        inner = backend.complete
+
+        async def complete(messages, config):
+            text = "\n".join(m.content for m in messages)
+            if "Write the plan now." not in text:
+                calls[text.split("Item ")[1].split(".")[0]] += 1
+            return await inner(messages, config)
+
+        backend.complete = complete  # type: ignore[method-assign]
+        return backend
+
+    tally = evaluate(
+        parse_systems("sas:cot,mas:high", model="scripted:m"),
+        [resolve(str(data))],
+        out,
+        options=EvalOptions(concurrency=4, resume=True),
+        env_spec=EnvSpec(backend_factory=counting, scorer_factory=scorer_factory),
+    )
+    after = _sample_lines(log)
+    keys = Counter(r["key"] for r in after)
+    assert len(keys) == 24 and max(keys.values()) == 1, "no sample lost, none twice"
+    assert sum(calls.values()) == 24 - len(before), "only the unfinished samples ran again"
+    assert tally.done == 24 and tally.correct == 18  # items 0, 4, 8 wrong for both systems
+    assert [r["type"] for r in map(json.loads, log.read_text().splitlines())].count("resume") == 1
+
+
+def test_new_run_refuses_an_existing_log_and_resume_checks_the_systems(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))
+    env = EnvSpec(backend_factory=SumBackendFactory(), scorer_factory=scorer_factory)
+    systems = parse_systems("sas:cot", model="scripted:m")
+    evaluate(systems, [data], tmp_path / "o", env_spec=env)
+    with pytest.raises(UsageError, match="already holds a run"):
+        evaluate(systems, [data], tmp_path / "o", env_spec=env)
+    with pytest.raises(UsageError, match="different systems"):
+        evaluate(
+            parse_systems("sas:sc", model="scripted:m"),
+            [data],
+            tmp_path / "o",
+            options=EvalOptions(resume=True),
+            env_spec=env,
+        )
+    header, records = RunLog.read(tmp_path / "o")
+    assert len(records) == 2 and header["systems"][0]["name"] == "sas:cot"
+
+
+def test_retry_failed_reruns_only_failed_samples(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 4)))
+    systems = parse_systems("sas:cot", model="scripted:m")
+
+    def broken(spec: str):
+        raise RuntimeError("no such server")
+
+    first = evaluate(systems, [data], tmp_path / "o", env_spec=EnvSpec(backend_factory=broken))
+    assert first.done == 4 and first.not_ok == 4 and first.correct == 0
+    good = EnvSpec(backend_factory=SumBackendFactory(), scorer_factory=scorer_factory)
+    again = evaluate(systems, [data], tmp_path / "o", options=EvalOptions(resume=True), env_spec=good)
+    assert again.done == 4 and again.not_ok == 4, "plain --resume keeps failures as done"
+    fixed = evaluate(
+        systems, [data], tmp_path / "o", options=EvalOptions(resume=True, retry_failed=True), env_spec=good
+    )
+    assert fixed.done == 4 and fixed.not_ok == 0 and fixed.correct == 4
+    _, records = RunLog.read(tmp_path / "o")
+    assert [r["status"] for r in records] == ["ok"] * 4
