@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
 from masorch.backends.base import Usage
+from masorch.score.extract import last_boxed
 
-_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
 _ANSWER_LINE = re.compile(
     r"^[\s>*_#-]*(?:the\s+)?(?:final\s+)?answer\s*(?:is)?\s*[*_]*\s*[:：]\s*(?P<answer>.+?)\s*$",
     re.IGNORECASE | re.MULTILINE,
@@ -25,33 +25,15 @@ _THOUSANDS = re.compile(r"^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _TRAILING_PUNCT = ".,;:!?。"
 
 
-def _braced(text: str, open_index: int) -> str | None:
-    """The text inside the brace group opening at ``open_index`` (None if it never closes)."""
-    depth = 0
-    for i in range(open_index, len(text)):
-        char = text[i]
-        if char == "{":
-            depth += 1
-        elif char == "}":
-            depth -= 1
-            if depth == 0:
-                return text[open_index + 1 : i]
-    return None
-
-
 def boxed_answer(text: str) -> str | None:
-    """The content of the last complete ``\\boxed{...}`` in ``text``, or None.
+    """The content of the last complete ``\\boxed{...}`` in ``text``, or None (one extractor for all).
 
     >>> boxed_answer(r"so \\boxed{\\frac{1}{2}} and done")
     '\\\\frac{1}{2}'
     >>> boxed_answer("no box") is None
     True
     """
-    for match in reversed(list(_BOXED.finditer(text))):
-        inner = _braced(text, match.end() - 1)
-        if inner is not None:
-            return inner.strip()
-    return None
+    return last_boxed(text)
 
 
 def extract_answer(text: str) -> str:

@@ -20,11 +20,12 @@ def _box_at(text: str, start: int) -> tuple[str, int] | None:
                 if depth == 0:
                     return text[i + 1 : j], j + 1
         return None  # unbalanced: no complete box here
-    if i > start:  # "\boxed 17": the box holds the next token
+    if i > start:  # "\boxed 17": the box holds the next token, less a sentence's closing punctuation
         j = i
-        while j < len(text) and not text[j].isspace() and text[j] not in "$.,;":
+        while j < len(text) and not text[j].isspace() and text[j] not in "${}":
             j += 1
-        return (text[i:j], j) if j > i else None
+        token = text[i:j].rstrip(".,;:")
+        return (token, j) if token else None
     return None
 
 

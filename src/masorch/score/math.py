@@ -26,39 +26,13 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from masorch.errors import UsageError
+from masorch.score.extract import last_boxed
 from masorch.score.scorer import HasAnswer, Score
 
 log = logging.getLogger(__name__)
 
-_BOX = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_BOX_SPACE = re.compile(r"\\boxed\s+([^\s${}]+)")
 _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 _STRIP = (r"\left", r"\right", r"\!", r"\,", r"\;", r"\:", r"\displaystyle", " ")
-
-
-def last_boxed(text: str) -> str | None:
-    r"""The content of the last ``\boxed{...}`` (or ``\fbox{...}``), nested braces included.
-
-    >>> last_boxed(r"so \boxed{1} or rather \boxed{\frac{1}{2}}.")
-    '\\frac{1}{2}'
-    >>> last_boxed("no box") is None
-    True
-    """
-    found: tuple[int, str] | None = None
-    for match in _BOX.finditer(text):
-        depth, start = 1, match.end()
-        for index in range(start, len(text)):
-            if text[index] == "{":
-                depth += 1
-            elif text[index] == "}":
-                depth -= 1
-                if depth == 0:
-                    found = (match.start(), text[start:index].strip())
-                    break
-    for match in _BOX_SPACE.finditer(text):  # "\boxed 5", a form some models write
-        if found is None or match.start() > found[0]:
-            found = (match.start(), match.group(1))
-    return None if found is None else found[1]
 
 
 def last_number(text: str) -> str | None:
