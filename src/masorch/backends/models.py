@@ -26,6 +26,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any, BinaryIO, Literal, Protocol
 
+from masorch.config import cache_dir
 from masorch.errors import RunError, UsageError
 
 log = logging.getLogger(__name__)
@@ -140,11 +141,7 @@ def default_cache_dir(env: Mapping[str, str] | None = None) -> Path:
 
     ``$XDG_CACHE_HOME`` replaces ``~/.cache`` where set.
     """
-    env = os.environ if env is None else env
-    if env.get("MASORCH_CACHE"):
-        return Path(env["MASORCH_CACHE"]).expanduser() / "models"
-    base = Path(env["XDG_CACHE_HOME"]) if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
-    return base / "masorch" / "models"
+    return cache_dir("models", env)
 
 
 class ModelStore:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from masorch.config import cache_dir as masorch_cache_dir
 from masorch.errors import UsageError
 from masorch.eval.datasets.types import WheelSource
 
@@ -37,10 +38,7 @@ def cache_root(cache_dir: str | Path | None = None) -> Path:
     """The data cache: ``cache_dir``, else ``$MASORCH_CACHE/data``, else ``~/.cache/masorch/data``."""
     if cache_dir is not None:
         return Path(cache_dir).expanduser()
-    env = os.environ.get("MASORCH_CACHE")
-    if env:
-        return Path(env).expanduser() / "data"
-    return Path.home() / ".cache" / "masorch" / "data"
+    return masorch_cache_dir("data")
 
 
 @dataclass(frozen=True)
