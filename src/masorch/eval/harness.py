@@ -34,7 +34,6 @@ from masorch.eval.environment import (
     sas_plan,
 )
 from masorch.eval.log import HARNESS_FAILED, RunLog, sample_key
-from masorch.eval.scoring import Verdict, grade
 from masorch.eval.sources import DataSource
 from masorch.eval.systems import SystemSpec
 from masorch.plan import DoM
@@ -42,6 +41,7 @@ from masorch.run.executor import Executor, RoleBackends
 from masorch.run.orchestrate import OrchestrateOptions, orchestrate
 from masorch.run.result import RunResult
 from masorch.run.session import RunSession
+from masorch.score.scorer import Score, score_async
 from masorch.trace.events import Event, RunStarted
 from masorch.trace.writer import CallbackSink
 
@@ -169,7 +169,7 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
     sample = item.sample
     t0 = time.monotonic()
     result: RunResult | None = None
-    verdict: Verdict | None = None
+    verdict: Score | None = None
     status, error = HARNESS_FAILED, ""
     try:
         retriever = env.retriever(item.corpus) if item.corpus is not None else None
@@ -178,7 +178,7 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         if result.ok:
             scorer = env.scorer(item.scorer)
             prediction = full_reply(result) if item.scorer == "masbench" else result.answer
-            verdict = await grade(scorer, prediction, sample)
+            verdict = await score_async(scorer, prediction, sample)
     except Exception as exc:  # a harness failure is recorded as this sample's status, and counted
         logger.warning("sample %s failed: %s: %s", item.key, type(exc).__name__, exc)
         status, error = HARNESS_FAILED, f"{type(exc).__name__}: {exc}"

@@ -1,4 +1,4 @@
-"""Scoring inside the harness: one scorer per dataset, sync or async, as one :class:`Verdict` type.
+"""Scoring inside the harness: one scorer per dataset (sync or async), each giving a :class:`Score`.
 
 Dataset scorers come from the scorer registry of :mod:`masorch.score` (math-verify for math, EM/F1
 for HotpotQA, an LLM judge); MASBench samples are graded by :mod:`masorch.score.masbench` (every
@@ -7,22 +7,10 @@ for HotpotQA, an LLM judge); MASBench samples are graded by :mod:`masorch.score.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from masorch.errors import UsageError
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A prediction's grade as the run log stores it: ``correct``, ``value`` in [0, 1], details."""
-
-    correct: bool
-    value: float
-    details: Mapping[str, Any] = field(default_factory=dict)
+from masorch.score.scorer import Score, get_scorer
 
 
 class ScoredSample(Protocol):
@@ -63,14 +51,14 @@ class MasbenchScorer:
     #: Pure and fast: the harness calls it on the event loop instead of in a worker thread.
     inline = True
 
-    def score(self, prediction: str, sample: ScoredSample) -> Verdict:
+    def score(self, prediction: str, sample: ScoredSample) -> Score:
         """The verdict on ``prediction`` for a MASBench sample."""
         from masorch.score.masbench import parse_ground_truth, score_masbench
 
         answers = sample.meta.get("answers") or parse_ground_truth(sample.answer)
         decoys = sample.meta.get("decoys") or None
         result = score_masbench(prediction, answers, decoys, sample.meta.get("attacked_answers"))
-        return Verdict(
+        return Score(
             correct=result.correct,
             value=result.position_accuracy,
             details={
@@ -93,26 +81,4 @@ def make_scorer(name: str, **options: Any) -> Any:
 
         backend = make_backend(options["model"])
         options = {k: v for k, v in options.items() if k != "model"} | {"backend": backend}
-    try:
-        from masorch.score.scorer import get_scorer
-    except ImportError as exc:
-        raise UsageError(
-            f"scorer {name!r} needs masorch.score.scorer, which this masorch lacks",
-            hint="install a complete masorch (the scorers of masorch.score)",
-        ) from exc
     return get_scorer(name, **options)
-
-
-async def grade(scorer: Any, prediction: str, sample: ScoredSample) -> Verdict:
-    """Score with an async scorer, a sync one (in a worker thread, unless it declares ``inline``)."""
-    if inspect.iscoroutinefunction(scorer.score):
-        result = await scorer.score(prediction, sample)
-    elif getattr(scorer, "inline", False):
-        result = scorer.score(prediction, sample)
-    else:
-        result = await asyncio.to_thread(scorer.score, prediction, sample)
-    return Verdict(
-        correct=bool(result.correct),
-        value=float(result.value),
-        details=dict(getattr(result, "details", {}) or {}),
-    )

@@ -68,11 +68,17 @@ class AsyncScorer(Protocol):
 
 
 async def score_async(scorer: Scorer | AsyncScorer, prediction: str, sample: HasAnswer) -> Score:
-    """Score with either kind of scorer from async code; a sync scorer runs in a worker thread."""
+    """Score with either kind of scorer from async code.
+
+    A sync scorer runs in a worker thread, unless it declares ``inline = True`` (pure and fast: it runs
+    on the event loop).
+    """
     if inspect.iscoroutinefunction(scorer.score):
         result: Score = await scorer.score(prediction, sample)
         return result
     sync_score: Callable[[str, HasAnswer], Score] = scorer.score  # type: ignore[assignment]
+    if getattr(scorer, "inline", False):
+        return sync_score(prediction, sample)
     return await asyncio.to_thread(sync_score, prediction, sample)
 
 
