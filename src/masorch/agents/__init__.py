@@ -24,7 +24,7 @@ __all__ = [
     "builtin_catalogue",
 ]
 
-# Built-in sub-agents and their helpers (added by the agents branch). The BM25 corpus is imported
+# Built-in sub-agents and their helpers. The BM25 corpus is imported
 # from masorch.agents.corpus directly, so that importing masorch.agents does not load numpy.
 from masorch.agents.answer import extract_answer, majority_vote, normalize_answer
 from masorch.agents.cot import CotAgent

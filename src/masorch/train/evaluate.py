@@ -5,8 +5,8 @@ renders, as in training) goes to the orchestrator once, greedily, with no repair
 does on its own. The plan is then checked and executed by the same
 :class:`~masorch.train.rollout.PlanExecutor` as during training (same sub-agents, DoM and per-plan
 limits) and graded with the row's scorer. Planning is kept outside the per-plan deadline, so a
-slow orchestrator on a busy CPU is not counted as a timed-out plan. The ``eval`` branch's harness
-is not merged into ``train``; when it is, it can replace this for larger evaluations.
+slow orchestrator on a busy CPU is not counted as a timed-out plan. Larger evaluations of a trained
+checkpoint go through ``masorch eval`` (:mod:`masorch.eval.harness`).
 """
 
 from __future__ import annotations
