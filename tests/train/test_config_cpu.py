@@ -95,3 +95,15 @@ def test_model_specs_resolve_to_gguf_files_or_dirs(tmp_path: Path) -> None:
 
 def test_default_config_is_the_papers_reward() -> None:
     assert TrainConfig().reward_weights == {"correctness": 1.0, "validity": 0.0, "dom": 0.0, "cost": 0.0}
+
+
+def test_precision_is_checked_and_auto_resolves_to_what_the_hardware_runs_fast(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="precision"):
+        load_config(write(tmp_path, "train: [{kind: masbench_gen}]\nprecision: fp16\n"))
+    pytest.importorskip("torch")
+    from masorch.train.gguf import fast_bf16, resolve_precision
+
+    assert resolve_precision("fp32") == "fp32" and resolve_precision("bf16") == "bf16"
+    assert resolve_precision("auto") == ("bf16" if fast_bf16() else "fp32")
+    with pytest.raises(UsageError, match="precision"):
+        resolve_precision("half")

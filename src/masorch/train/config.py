@@ -64,6 +64,14 @@ class TrainConfig:
     lora_r: int = field(default=8, metadata=_h("LoRA rank"))
     lora_alpha: int = field(default=16, metadata=_h("LoRA alpha"))
     lora_dropout: float = field(default=0.0, metadata=_h("LoRA dropout"))
+    precision: str = field(
+        default="auto",
+        metadata=_h(
+            "auto (bf16 where the hardware has fast bf16: a CUDA GPU, or a CPU with AMX/AVX512-BF16; "
+            "else fp32), bf16 or fp32. bf16 with LoRA keeps the frozen base weights in bf16 and the "
+            "adapters in fp32; full training keeps fp32 weights under bf16 autocast"
+        ),
+    )
     lora_target_modules: list[str] = field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], metadata=_h("modules LoRA adapts")
     )
@@ -129,6 +137,13 @@ class TrainConfig:
     )
     temperature: float = field(default=1.0, metadata=_h("sampling temperature of the K plans"))
     max_completion_length: int = field(default=160, metadata=_h("token cap of a sampled plan"))
+    gradient_checkpointing: bool = field(
+        default=False,
+        metadata=_h(
+            "recompute activations in the backward pass: less memory, about a third more compute "
+            "(TRL turns it on by default; worth it for large models on small GPUs)"
+        ),
+    )
     logging_steps: int = field(default=1, metadata=_h("log every N steps"))
     max_train_s: float | None = field(
         default=None,
@@ -148,6 +163,8 @@ class TrainConfig:
             raise UsageError(f"dom must be low or high, got {self.dom!r}", hint="dom: low")
         if self.dialect not in ("calls", "json", "xml"):
             raise UsageError(f"unknown dialect {self.dialect!r}", hint="dialect: calls, json or xml")
+        if self.precision not in ("auto", "bf16", "fp32"):
+            raise UsageError(f"unknown precision {self.precision!r}", hint="precision: auto, bf16 or fp32")
         if self.num_generations < 2:
             raise UsageError(
                 "num_generations must be >= 2: GRPO compares plans within a group", hint="e.g. 4"
