@@ -33,8 +33,8 @@ def test_two_grpo_steps_log_rewards_and_save_a_loadable_checkpoint(tmp_path: Pat
         model=smollm2,
         lora=True,
         lora_target_modules=["q_proj", "v_proj"],
-        train=[SourceConfig(kind="masbench_gen", axis="depth", values="2", count=2)],
-        eval_limit=0,
+        train=[SourceConfig(kind="masbench_gen", axis="depth", values="2", count=3)],
+        eval_limit=1,
         num_generations=2,
         batch_size=2,
         max_steps=2,
@@ -52,7 +52,13 @@ def test_two_grpo_steps_log_rewards_and_save_a_loadable_checkpoint(tmp_path: Pat
         assert "plan/valid_rate" in line and "plan/calls_per_plan" in line
     on_disk = [json.loads(x) for x in (tmp_path / "run" / LOG_FILE).read_text().splitlines()]
     assert len(on_disk) == len(report.logs)
-    assert json.loads((tmp_path / "run" / REPORT_FILE).read_text())["steps"] == 2
+    saved = json.loads((tmp_path / "run" / REPORT_FILE).read_text())
+    assert saved["steps"] == 2
+    # Before and after: one held-out prompt each, through the eval harness (an eval run directory).
+    for tag in ("before", "after"):
+        summary = saved[f"eval_{tag}"]
+        assert summary["n"] == 1 and sum(summary["statuses"].values()) == 1
+        assert (tmp_path / "run" / f"eval_{tag}" / "report.md").is_file()
 
     from masorch.backends.base import GenerateConfig, Message
     from masorch.train.hf_backend import make_orchestrator

@@ -134,3 +134,17 @@ def test_registry_scorers_grade_executed_answers() -> None:
     assert out == [1.0, 0.0, 1.0]
     with pytest.raises(UsageError, match="llm_judge"):  # needs a judge backend: not a reward scorer
         resolve_scorer("llm_judge")
+
+
+def test_rewards_parse_in_the_dialect_the_orchestrator_was_asked_for(backend: ScriptedBackend) -> None:
+    # The same plan written as JSON: `auto` reads it, a calls-dialect run (what inference parses) does not.
+    as_json = '{"agents": [{"id": "b", "kind": "cot", "task": "Solve it carefully."}]}'
+    for dialect, expected in (("auto", 1.0), ("calls", 0.0), ("json", 1.0)):
+        settings = RolloutSettings(dialect=dialect)  # type: ignore[arg-type]
+        r = PlanRewards(PlanExecutor(default_registry(), RoleBackends(subagent=backend), settings))
+        try:
+            funcs = {f.__name__: f for f in r.reward_funcs()}
+            assert funcs["validity"]([as_json], **rows(1)) == [expected]
+            assert funcs["correctness"]([as_json], **rows(1)) == [expected]
+        finally:
+            r.close()

@@ -26,6 +26,7 @@ from typing import Any
 from masorch.errors import UsageError
 from masorch.plan import DoM, Limits, check
 from masorch.plan.catalogue import KindSignature
+from masorch.plan.parse import DialectChoice
 
 #: ``(prediction, ground_truth, question) -> value in [0, 1]``: how a correctness reward grades.
 AnswerScorer = Callable[[str, str, str], float]
@@ -66,9 +67,13 @@ def plan_validity(
     dom: Sequence[str],
     catalogue: Mapping[str, KindSignature] | None = None,
     limits: Limits | None = None,
+    dialect: DialectChoice = "auto",
     **_: Any,
 ) -> list[float | None]:
     """1.0 for each completion whose plan parses and validates under its row's DoM, else 0.0.
+
+    ``dialect`` is the plan dialect the orchestrator was asked for (``auto``: any of them); train
+    with the one inference will parse, so that a rewarded plan is one ``masorch run`` accepts.
 
     >>> plan_validity(['create_agent(id="a", kind="cot", task="Solve it.")', "no plan"], dom=["low", "low"])
     [1.0, 0.0]
@@ -76,7 +81,7 @@ def plan_validity(
     cat = _catalogue() if catalogue is None else catalogue
     lim = limits or Limits()
     return [
-        1.0 if check(completion_text(c), _dom(d), cat, "auto", lim).valid else 0.0
+        1.0 if check(completion_text(c), _dom(d), cat, dialect, lim).valid else 0.0
         for c, d in zip(completions, dom, strict=True)
     ]
 
@@ -87,6 +92,7 @@ def dom_compliance(
     dom: Sequence[str],
     catalogue: Mapping[str, KindSignature] | None = None,
     limits: Limits | None = None,
+    dialect: DialectChoice = "auto",
     **_: Any,
 ) -> list[float | None]:
     """1.0 when a plan breaks no DoM rule, 0.0 when it does, None when no plan could be read.
@@ -99,7 +105,7 @@ def dom_compliance(
     lim = limits or Limits()
     out: list[float | None] = []
     for c, d in zip(completions, dom, strict=True):
-        result = check(completion_text(c), _dom(d), cat, "auto", lim)
+        result = check(completion_text(c), _dom(d), cat, dialect, lim)
         if result.plan is None:
             out.append(None)
             continue

@@ -1,30 +1,42 @@
-"""The before/after evaluation of an orchestrator: valid-plan rate and accuracy on held-out rows.
+"""The before/after evaluation of an orchestrator, through the eval harness: valid-plan rate and accuracy.
 
-Each held-out row's orchestrator prompt (the one :func:`masorch.run.orchestrate.orchestrator_messages`
-renders, as in training) goes to the orchestrator once, greedily, with no repair: what the model
-does on its own. The plan is then checked and executed by the same
-:class:`~masorch.train.rollout.PlanExecutor` as during training (same sub-agents, DoM and per-plan
-limits) and graded with the row's scorer. Planning is kept outside the per-plan deadline, so a
-slow orchestrator on a busy CPU is not counted as a timed-out plan. Larger evaluations of a trained
-checkpoint go through ``masorch eval`` (:mod:`masorch.eval.harness`).
+The held-out rows become eval data sources (:class:`masorch.eval.sources.DataSource`, one per
+``data_source``, graded with the row's scorer) and the policy becomes one ``mas:<dom>`` system of
+:mod:`masorch.eval.harness`: the same orchestrator prompt as in training, one greedy plan with no
+repair (what the model does on its own), executed by the configured sub-agents under the
+per-plan budget. Each evaluation is an ordinary eval run directory (``log.jsonl``, ``traces.jsonl``,
+``report.md``), so ``masorch eval report DIR`` reads it like any other run.
+
+The policy is served in process (:class:`~masorch.train.hf_backend.HFBackend`, one generation at
+a time), so held-out plans queue for it: the per-plan deadline of training therefore bounds each
+sub-agent node here (``node_timeout_s``), not the run, whose clock would start in that queue.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
-from masorch.backends.base import Backend, GenerateConfig, Message
-from masorch.plan import DoM
-from masorch.score.rewards import answer_correctness
-from masorch.train.rollout import PlanExecutor, RolloutItem
+from masorch.agents.base import AgentRegistry
+from masorch.backends.base import Backend, Completion, GenerateConfig, Message
+from masorch.eval.datasets import Sample
+from masorch.eval.harness import TRACE_FILE, EnvSpec, EvalOptions, evaluate
+from masorch.eval.log import LOG_FILE, RunLog
+from masorch.eval.sources import DataSource
+from masorch.eval.systems import SystemSpec
+from masorch.run.budget import Budget
+
+#: The model string under which the policy being evaluated is served to the harness.
+POLICY_MODEL = "policy"
+#: Statuses of a run whose plan passed the checks (it executed, whatever came of it).
+EXECUTED = frozenset({"ok", "error", "timeout", "budget"})
 
 
 @dataclass(frozen=True)
 class EvalSummary:
-    """Held-out figures of one orchestrator: how many rows, valid-plan rate, accuracy, plan size."""
+    """Held-out figures of one orchestrator: rows, valid-plan rate, accuracy, plan size, run dir."""
 
     n: int
     valid_rate: float
@@ -32,47 +44,156 @@ class EvalSummary:
     agents_per_plan: float
     calls_per_plan: float
     statuses: dict[str, int]
+    run_dir: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
         return asdict(self)
 
+    @staticmethod
+    def of(records: Sequence[Mapping[str, Any]], run_dir: str = "") -> EvalSummary:
+        """The figures of eval-harness records (one per sample).
 
-async def evaluate_rows(
-    rows: Sequence[dict[str, Any]],
-    *,
+        A plan counts as valid when it executed (status ok, error, timeout or budget); a sample the
+        harness could not run (``failed``) counts as invalid and wrong, so every sample is counted.
+
+        >>> recs = [
+        ...     {"status": "ok", "correct": True, "plan_kinds": ["cot"], "calls": 1},
+        ...     {"status": "invalid_plan", "correct": False, "plan_kinds": [], "calls": 0},
+        ... ]
+        >>> s = EvalSummary.of(recs)
+        >>> s.valid_rate, s.accuracy, s.agents_per_plan, s.calls_per_plan, s.statuses
+        (0.5, 0.5, 1.0, 0.5, {'ok': 1, 'invalid_plan': 1})
+        """
+        n = max(1, len(records))
+        valid = [r for r in records if r.get("status") in EXECUTED]
+        statuses: dict[str, int] = {}
+        for r in records:
+            key = str(r.get("status"))
+            statuses[key] = statuses.get(key, 0) + 1
+        return EvalSummary(
+            n=len(records),
+            valid_rate=len(valid) / n,
+            accuracy=sum(bool(r.get("correct")) for r in records) / n,
+            agents_per_plan=sum(len(r.get("plan_kinds") or []) for r in valid) / max(1, len(valid)),
+            calls_per_plan=sum(int(r.get("calls") or 0) for r in records) / n,
+            statuses=statuses,
+            run_dir=run_dir,
+        )
+
+
+def rows_to_sources(rows: Sequence[Mapping[str, Any]], corpus: Path | None = None) -> list[DataSource]:
+    """Held-out prompt rows as eval data sources: one per ``data_source``, in first-seen order.
+
+    ``corpus`` is the search corpus of HotpotQA rows (the only dataset with one).
+
+    >>> rows = [
+    ...     {"id": "a", "question": "Q1", "ground_truth": "3", "scorer": "masbench", "data_source": "depth"},
+    ...     {"id": "b", "question": "Q2", "ground_truth": "7", "scorer": "math", "data_source": "aime24"},
+    ... ]
+    >>> [(s.name, s.scorer, [x.id for x in s.samples]) for s in rows_to_sources(rows)]
+    [('depth', 'masbench', ['a']), ('aime24', 'math', ['b'])]
+    """
+    groups: dict[tuple[str, str], list[Sample]] = {}
+    for r in rows:
+        name, scorer = str(r["data_source"]), str(r["scorer"])
+        groups.setdefault((name, scorer), []).append(
+            Sample(id=str(r["id"]), question=str(r["question"]), answer=str(r["ground_truth"]), dataset=name)
+        )
+    names = [name for name, _ in groups]
+    return [
+        DataSource(
+            name if names.count(name) == 1 else f"{name}:{scorer}",
+            tuple(samples),
+            scorer,
+            corpus if name == "hotpotqa" else None,
+            origin="held-out prompts",
+        )
+        for (name, scorer), samples in groups.items()
+    ]
+
+
+class SharedBackend:
+    """A backend lent to the harness: calls go through, closing is left to its owner."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+
+    @property
+    def model_id(self) -> str:
+        """The lent backend's model id."""
+        return self.inner.model_id
+
+    async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
+        """The lent backend's completion."""
+        return await self.inner.complete(messages, config)
+
+    async def aclose(self) -> None:
+        """Nothing: the owner closes the lent backend."""
+        return None
+
+
+@dataclass(frozen=True)
+class PolicyEval:
+    """How a policy is evaluated: DoM, dialect, sub-agent model, per-plan limits, concurrency."""
+
+    dom: str
+    dialect: str
+    subagent: str
+    max_plan_tokens: int
+    budget: Budget
+    node_timeout_s: float | None = None
+    concurrency: int = 4
+
+
+def evaluate_policy(
     orchestrator: Backend,
-    executor: PlanExecutor,
-    max_plan_tokens: int,
+    rows: Sequence[Mapping[str, Any]],
+    out_dir: Path,
+    *,
+    settings: PolicyEval,
+    subagent_factory: Callable[[str], Backend],
+    agents_factory: Callable[[], AgentRegistry],
+    corpus: Path | None = None,
+    tag: str = "policy",
 ) -> EvalSummary:
-    """Plan each row greedily, run all plans concurrently, grade them."""
-    config = GenerateConfig(temperature=0.0, max_tokens=max_plan_tokens)
+    """Run the held-out ``rows`` through the eval harness with ``orchestrator`` planning them.
 
-    async def plan(row: dict[str, Any]) -> str:
-        messages = [Message(m["role"], m["content"]) for m in row["prompt"]]
-        return (await orchestrator.complete(messages, config)).text
+    Writes an eval run directory at ``out_dir`` (replaced if present) with its ``report.md``.
+    ``subagent_factory`` builds the sub-agent backend of a model string (it is closed by the
+    harness afterwards; lend a shared one with :class:`SharedBackend`).
+    """
+    from masorch.eval.report import REPORT_FILE, write_report
 
-    texts = await asyncio.gather(*(plan(r) for r in rows))
-    items = [RolloutItem(r["question"], t, DoM(r["dom"])) for r, t in zip(rows, texts, strict=True)]
-    outcomes = await executor.run_group(items)
-    scores = answer_correctness(
-        texts,
-        status=[o.status for o in outcomes],
-        answer=[o.answer for o in outcomes],
-        ground_truth=[r["ground_truth"] for r in rows],
-        scorer=[r["scorer"] for r in rows],
-        question=[r["question"] for r in rows],
+    system = SystemSpec(
+        mode="mas",
+        variant=settings.dom,
+        model=settings.subagent,
+        name=f"mas:{settings.dom}@{tag}",
+        orchestrator=POLICY_MODEL,
+        dialect=settings.dialect,
+        repair=0,
+        plan_tokens=settings.max_plan_tokens,
+        budget=settings.budget,
+        timeout_s=None,
+        node_timeout_s=settings.node_timeout_s,
     )
-    n = max(1, len(outcomes))
-    statuses: dict[str, int] = {}
-    for o in outcomes:
-        statuses[o.status] = statuses.get(o.status, 0) + 1
-    valid = [o for o in outcomes if o.valid]
-    return EvalSummary(
-        n=len(outcomes),
-        valid_rate=len(valid) / n,
-        accuracy=sum(s or 0.0 for s in scores) / n,
-        agents_per_plan=sum(o.n_agents for o in valid) / max(1, len(valid)),
-        calls_per_plan=sum(o.calls for o in outcomes) / n,
-        statuses=statuses,
+    policy = SharedBackend(orchestrator)
+
+    def backend(model: str) -> Backend:
+        return policy if model == POLICY_MODEL else subagent_factory(model)
+
+    env = EnvSpec(backend_factory=backend, agents_factory=agents_factory)
+    sources = rows_to_sources(rows, corpus)
+    for name in (LOG_FILE, TRACE_FILE, REPORT_FILE):  # a rerun of the training replaces its evaluation
+        (out_dir / name).unlink(missing_ok=True)
+    evaluate(
+        [system],
+        sources,
+        out_dir,
+        options=EvalOptions(concurrency=settings.concurrency, resume=False),
+        env_spec=env,
     )
+    write_report(out_dir, plots=False)
+    _, records = RunLog.read(out_dir)
+    return EvalSummary.of(records, str(out_dir))

@@ -26,7 +26,7 @@ from masorch.run.executor import RoleBackends
 from masorch.score.rewards import CostTarget
 from masorch.train.config import TrainConfig
 from masorch.train.data import Row, build_rows
-from masorch.train.evaluate import EvalSummary, evaluate_rows
+from masorch.train.evaluate import EvalSummary, PolicyEval, SharedBackend, evaluate_policy
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
 
@@ -64,9 +64,9 @@ class TrainReport:
 
 
 def rollout_settings(cfg: TrainConfig) -> RolloutSettings:
-    """The per-plan limits of a config."""
+    """The per-plan limits of a config, and its dialect (the one inference parses, not ``auto``)."""
     return RolloutSettings(
-        dialect="auto",
+        dialect=cfg.dialect,  # type: ignore[arg-type]  # checked by TrainConfig
         budget=Budget(max_calls=cfg.plan_max_calls, max_tokens=cfg.plan_max_tokens),
         deadline_s=cfg.plan_deadline_s,
         concurrency=cfg.concurrency,
@@ -101,7 +101,16 @@ def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], lis
     return train[: -cfg.eval_limit], train[-cfg.eval_limit :]
 
 
-def _grpo_args(cfg: TrainConfig, weights: list[float]) -> Any:
+def search_corpus(rows: list[Row]) -> Path | None:
+    """The HotpotQA search corpus when some row comes from HotpotQA (search agents need it), else None."""
+    if not any(r.get("data_source") == "hotpotqa" for r in rows):
+        return None
+    from masorch.eval.datasets import corpus_path
+
+    return corpus_path()
+
+
+def _grpo_args(cfg: TrainConfig, weights: list[float], precision: str) -> Any:
     from trl import GRPOConfig
 
     args: dict[str, Any] = {
@@ -120,7 +129,8 @@ def _grpo_args(cfg: TrainConfig, weights: list[float]) -> Any:
         "reward_weights": weights,
         "report_to": [],
         "gradient_accumulation_steps": 1,
-        "bf16": False,
+        "bf16": precision == "bf16",
+        "gradient_checkpointing": cfg.gradient_checkpointing,
         "disable_tqdm": True,
     }
     import torch
@@ -180,7 +190,8 @@ def train_grpo(
     from trl import GRPOTrainer
 
     from masorch.agents.registry import default_registry
-    from masorch.train.gguf import load_policy
+    from masorch.eval.harness import default_retriever_factory
+    from masorch.train.gguf import load_policy, resolve_precision
     from masorch.train.hf_backend import HFBackend
 
     out = Path(cfg.output_dir)
@@ -188,28 +199,50 @@ def train_grpo(
     (out / LOG_FILE).unlink(missing_ok=True)
     t_start = time.monotonic()
     agents = agents or default_registry(max_tokens=cfg.subagent_max_tokens)
+    train_rows, held_rows = prompt_rows(cfg, agents)
+    corpus = search_corpus([*train_rows, *held_rows])
     backends = RoleBackends(subagent=subagent or subagent_backend(cfg))
     settings = rollout_settings(cfg)
-    executor = PlanExecutor(agents, backends, settings)
+    retriever = default_retriever_factory(corpus) if corpus is not None else None
+    executor = PlanExecutor(agents, backends, settings, retriever=retriever)
+
+    def eval_subagent(model: str) -> Backend:
+        # The evaluation runs on its own event loop, so it gets its own backend (same cache),
+        # unless one was passed in, which it borrows.
+        return SharedBackend(subagent) if subagent is not None else subagent_backend(cfg)
+
     cost = CostTarget(calls=cfg.cost_target_calls, tokens=cfg.cost_target_tokens, cap=cfg.cost_cap)
     rewards = PlanRewards(executor, weights=cfg.reward_weights, cost_target=cost)
     try:
-        train_rows, held_rows = prompt_rows(cfg, agents)
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
-        model, tokenizer = load_policy(cfg.model)
+        precision = resolve_precision(cfg.precision)
+        # LoRA freezes the base weights, so they can live in bf16; full training keeps fp32 masters.
+        weights_dtype = "bf16" if precision == "bf16" and cfg.lora else "fp32"
+        logger.info("precision %s (policy weights %s)", precision, weights_dtype)
+        model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
 
         def evaluate(tag: str, policy: Any) -> EvalSummary | None:
             if not held_rows:
                 return None
             t0 = time.monotonic()
             policy.eval()
-            summary = rewards.loop.run(
-                evaluate_rows(
-                    held_rows,
-                    orchestrator=HFBackend(policy, tokenizer, name=tag),
-                    executor=executor,
+            summary = evaluate_policy(
+                HFBackend(policy, tokenizer, name=f"{cfg.model}@{tag}"),
+                held_rows,
+                out / f"eval_{tag}",
+                settings=PolicyEval(
+                    dom=cfg.dom,
+                    dialect=cfg.dialect,
+                    subagent=cfg.subagent,
                     max_plan_tokens=cfg.max_completion_length,
-                )
+                    budget=settings.budget,
+                    node_timeout_s=cfg.plan_deadline_s,
+                    concurrency=cfg.concurrency,
+                ),
+                subagent_factory=eval_subagent,
+                agents_factory=lambda: agents,
+                corpus=corpus,
+                tag=tag,
             )
             logger.info("eval %s (%.0f s): %s", tag, time.monotonic() - t0, summary)
             return summary
@@ -231,7 +264,7 @@ def train_grpo(
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=list[Any](rewards.reward_funcs()),
-            args=_grpo_args(cfg, rewards.reward_weights()),
+            args=_grpo_args(cfg, rewards.reward_weights(), precision),
             train_dataset=Dataset.from_list(train_rows),
             processing_class=tokenizer,
             peft_config=peft_config,

@@ -151,6 +151,7 @@ class PlanRewards:
                 completions,
                 catalogue=self.executor.catalogue,
                 limits=self.executor.settings.limits,
+                dialect=self.executor.settings.dialect,
                 **columns,
             )
         outs = self.outcomes(
