@@ -1,8 +1,11 @@
-"""GPU-machine check of the verl path (< 5 min): verl's batch reward manager drives masorch's reward.
+"""Check of the verl path (< 5 min): verl's batch reward manager drives masorch's reward.
 
-Run where verl imports (a verl GPU image), from the repository root::
+Run where verl imports (a verl GPU image; the reward path needs no GPU, so a CPU venv with
+``pip install torch==2.13.0 verl==0.9.1 'transformers<5.11'`` and masorch works too), from the
+repository root::
 
     PYTHONPATH=src python bench/gpu/verl_reward_check.py --tokenizer /path/to/hf/model
+    PYTHONPATH=src python bench/gpu/verl_reward_check.py --tokenizer local:smollm2-135m
 
 It serves a scripted sub-agent on a loopback OpenAI server, writes a training config that points
 at it, builds verl's ``batch`` reward manager with ``masorch.train.verl_reward.compute_score_batch``,
@@ -32,7 +35,11 @@ def responder(messages: list[dict[str, Any]]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokenizer", required=True, help="a Hugging Face model dir (its tokenizer is used)")
+    parser.add_argument(
+        "--tokenizer",
+        required=True,
+        help="whose tokenizer to use: a Hugging Face model dir, or local:<embedded model> (GGUF)",
+    )
     parser.add_argument("--latency-ms", type=float, default=200.0, help="simulated sub-agent latency")
     args = parser.parse_args()
     if importlib.util.find_spec("verl") is None:
@@ -45,9 +52,13 @@ def main() -> int:
     from verl.workers.reward_manager import get_reward_manager_cls
 
     from masorch.backends.loopback import LoopbackServer
+    from masorch.train.gguf import resolve_model
     from masorch.train.verl_reward import compute_score_batch
 
-    tok = AutoTokenizer.from_pretrained(args.tokenizer)
+    src = resolve_model(args.tokenizer)
+    tok = AutoTokenizer.from_pretrained(src.location, **({"gguf_file": src.gguf_file} if src.is_gguf else {}))
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
     group = [GOOD, GOOD.replace('"a"', '"b"'), BAD, "I would rather not plan."]
     expected = [1.0, 1.0, 0.0, 0.0]
     with (
@@ -60,22 +71,32 @@ def main() -> int:
             f"cache_path: {tmp}/cache.sqlite\noutput_dir: {tmp}/out\n",
             encoding="utf-8",
         )
-        prompt = tok(["Plan."] * 4, return_tensors="pt", padding=True)["input_ids"]
-        resp = tok(group, return_tensors="pt", padding="max_length", max_length=64, truncation=True)
-        responses, resp_mask = resp["input_ids"], resp["attention_mask"]
-        attention = torch.cat([torch.ones_like(prompt), resp_mask], dim=1)
         info = {"question": "What is x?", "dom": "low", "scorer": "masbench"}
-        data = DataProto.from_dict(
-            tensors={"prompts": prompt, "responses": responses, "attention_mask": attention},
-            non_tensors={
-                "data_source": np.array(["masbench/depth"] * 4, dtype=object),
-                "reward_model": np.array([{"ground_truth": "17"}] * 4, dtype=object),
-                "extra_info": np.array([dict(info) for _ in range(4)], dtype=object),
-            },
-        )
+
+        def batch(texts: list[str]) -> tuple[Any, Any]:
+            n = len(texts)
+            prompt = tok(["Plan."] * n, return_tensors="pt", padding=True)["input_ids"]
+            resp = tok(texts, return_tensors="pt", padding="max_length", max_length=64, truncation=True)
+            responses, resp_mask = resp["input_ids"], resp["attention_mask"]
+            attention = torch.cat([torch.ones_like(prompt), resp_mask], dim=1)
+            data = DataProto.from_dict(
+                tensors={"prompts": prompt, "responses": responses, "attention_mask": attention},
+                non_tensors={
+                    "data_source": np.array(["masbench/depth"] * n, dtype=object),
+                    "reward_model": np.array([{"ground_truth": "17"}] * n, dtype=object),
+                    "extra_info": np.array([dict(info) for _ in range(n)], dtype=object),
+                },
+            )
+            return data, resp_mask
+
         manager = get_reward_manager_cls("batch")(
             tokenizer=tok, num_examine=0, compute_score=compute_score_batch, config=str(cfg)
         )
+        # Warm-up: the first call builds the executor of this process (config, agents, backend);
+        # its plan differs from the group's, so the sub-agent cache cannot answer the group.
+        manager(batch([GOOD.replace("carefully", "with care")])[0], return_dict=True)
+        warm_requests = server.request_count
+        data, resp_mask = batch(group)
         t0 = time.monotonic()
         out = manager(data, return_dict=True)
         elapsed = time.monotonic() - t0
@@ -84,7 +105,8 @@ def main() -> int:
         got = [float(reward[i, int(lengths[i]) - 1]) for i in range(4)]
         print(
             f"scores {got} (expected {expected}); group of 4 in {elapsed:.2f} s; "
-            f"sub-agent requests {server.request_count} (2 distinct valid plans -> 2 expected)"
+            f"sub-agent requests {server.request_count - warm_requests} "
+            "(2 distinct valid plans -> 2 expected)"
         )
         if got != expected:
             print("FAIL: scores differ")
