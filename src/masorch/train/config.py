@@ -138,10 +138,10 @@ class TrainConfig:
     temperature: float = field(default=1.0, metadata=_h("sampling temperature of the K plans"))
     max_completion_length: int = field(default=160, metadata=_h("token cap of a sampled plan"))
     gradient_checkpointing: bool = field(
-        default=False,
+        default=True,
         metadata=_h(
-            "recompute activations in the backward pass: less memory, about a third more compute "
-            "(TRL turns it on by default; worth it for large models on small GPUs)"
+            "recompute activations in the backward pass: about a third more compute, far less memory "
+            "(without it, GRPO on 8 x 1,300-token sequences of a 0.5B model passed 24 GB on a CPU)"
         ),
     )
     logging_steps: int = field(default=1, metadata=_h("log every N steps"))
