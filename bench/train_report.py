@@ -15,6 +15,7 @@ COLUMNS = (
     ("reward", "reward"),
     ("rewards/correctness/mean", "correct"),
     ("rewards/validity/mean", "valid"),
+    ("plan/valid_rate", "vrate"),
     ("plan/agents_per_plan", "agents"),
     ("plan/calls_per_plan", "calls"),
     ("completions/mean_length", "len"),
@@ -26,6 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--png", type=Path, default=None, help="write the reward curve here")
+    parser.add_argument("--window", type=int, default=5, help="steps in the moving mean of the plot")
     args = parser.parse_args()
     lines = [json.loads(x) for x in (args.run_dir / "log.jsonl").read_text().splitlines() if x.strip()]
     steps = [x for x in lines if "loss" in x]
@@ -33,6 +35,16 @@ def main() -> None:
     for s in steps:
         cells = [f"{s[k]:8.3f}" if isinstance(s.get(k), (int, float)) else f"{'-':>8}" for k, _ in COLUMNS]
         print(f"{s['step']:4d} " + " ".join(cells))
+    if len(steps) >= 4:
+        half = len(steps) // 2
+        for key, label in (
+            ("reward", "reward"),
+            ("plan/valid_rate", "valid-plan rate"),
+            ("rewards/correctness/mean", "correctness"),
+        ):
+            first = mean([s.get(key) or 0.0 for s in steps[:half]])
+            last = mean([s.get(key) or 0.0 for s in steps[-half:]])
+            print(f"{label}: first {half} steps {first:.3f}, last {half} steps {last:.3f}")
     report_file = args.run_dir / "report.json"
     if report_file.is_file():
         report = json.loads(report_file.read_text())
@@ -49,19 +61,33 @@ def main() -> None:
 
         fig, ax = plt.subplots(figsize=(6, 3.2), dpi=80)
         x = [s["step"] for s in steps]
-        for key, label in (
-            ("reward", "reward (weighted)"),
-            ("rewards/correctness/mean", "correctness"),
-            ("rewards/validity/mean", "validity"),
+        for key, label, colour in (
+            ("reward", "reward (weighted)", "C0"),
+            ("plan/valid_rate", "valid-plan rate", "C1"),
+            ("rewards/correctness/mean", "correctness", "C2"),
         ):
-            ax.plot(x, [s.get(key) or 0.0 for s in steps], marker="o", ms=3, label=label)
+            y = [s.get(key) or 0.0 for s in steps]
+            ax.plot(x, y, "o", ms=3, alpha=0.35, color=colour)
+            ax.plot(
+                x, moving_mean(y, args.window), "-", color=colour, label=f"{label} ({args.window}-step mean)"
+            )
         ax.set_xlabel("GRPO step")
-        ax.set_ylabel("mean over the batch")
-        ax.legend(fontsize=8)
+        ax.set_ylabel("mean over the step's plans")
+        ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
         fig.tight_layout()
         fig.savefig(args.png)
         print(f"wrote {args.png} ({args.png.stat().st_size} bytes)")
+
+
+def mean(values: list[float]) -> float:
+    """The arithmetic mean (0 for no values)."""
+    return sum(values) / len(values) if values else 0.0
+
+
+def moving_mean(values: list[float], window: int) -> list[float]:
+    """The trailing mean over up to ``window`` values at each position."""
+    return [mean(values[max(0, i + 1 - window) : i + 1]) for i in range(len(values))]
 
 
 if __name__ == "__main__":
