@@ -107,3 +107,9 @@ def test_precision_is_checked_and_auto_resolves_to_what_the_hardware_runs_fast(t
     assert resolve_precision("auto") == ("bf16" if fast_bf16() else "fp32")
     with pytest.raises(UsageError, match="precision"):
         resolve_precision("half")
+
+
+@pytest.mark.parametrize("name", ["smoke.yaml", "qwen05b_low_masbench.yaml"])
+def test_the_configs_shipped_in_the_docs_load(name: str) -> None:
+    cfg = load_config(Path(__file__).parents[2] / "docs" / "train" / name)
+    assert cfg.train and cfg.batch_size % cfg.num_generations == 0
