@@ -113,3 +113,19 @@ def test_precision_is_checked_and_auto_resolves_to_what_the_hardware_runs_fast(t
 def test_the_configs_shipped_in_the_docs_load(name: str) -> None:
     cfg = load_config(Path(__file__).parents[2] / "docs" / "train" / name)
     assert cfg.train and cfg.batch_size % cfg.num_generations == 0
+
+
+def test_a_hotpotqa_source_gives_search_agents_its_corpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from masorch.train.grpo import search_corpus, search_retriever
+
+    masbench_only = TrainConfig(train=[SourceConfig(kind="masbench_gen")])
+    assert search_corpus(masbench_only) is None and search_retriever(masbench_only) is None
+    monkeypatch.setenv("MASORCH_CACHE", str(tmp_path))
+    with_hotpot = TrainConfig(
+        train=[SourceConfig(kind="masbench_gen")], eval=[SourceConfig(kind="dataset", name="hotpotqa")]
+    )
+    with pytest.raises(UsageError, match="HotpotQA corpus") as err:
+        search_corpus(with_hotpot)  # not pulled into this empty cache: the error says how to get it
+    assert "masorch data pull hotpotqa" in str(err.value.hint)

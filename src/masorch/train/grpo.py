@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from masorch.agents.base import AgentRegistry
+from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
 from masorch.errors import UsageError, require_extra
 from masorch.run.budget import Budget
@@ -101,13 +101,23 @@ def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], lis
     return train[: -cfg.eval_limit], train[-cfg.eval_limit :]
 
 
-def search_corpus(rows: list[Row]) -> Path | None:
-    """The HotpotQA search corpus when some row comes from HotpotQA (search agents need it), else None."""
-    if not any(r.get("data_source") == "hotpotqa" for r in rows):
+def search_corpus(cfg: TrainConfig) -> Path | None:
+    """The HotpotQA search corpus when a source of ``cfg`` is HotpotQA (search agents need it), else None."""
+    if not any(src.kind == "dataset" and src.name == "hotpotqa" for src in [*cfg.train, *cfg.eval]):
         return None
     from masorch.eval.datasets import corpus_path
 
     return corpus_path()
+
+
+def search_retriever(cfg: TrainConfig) -> Retriever | None:
+    """The BM25 retriever over :func:`search_corpus`, or None when no source needs one."""
+    corpus = search_corpus(cfg)
+    if corpus is None:
+        return None
+    from masorch.eval.harness import default_retriever_factory
+
+    return default_retriever_factory(corpus)
 
 
 def _grpo_args(cfg: TrainConfig, weights: list[float], precision: str) -> Any:
@@ -190,7 +200,6 @@ def train_grpo(
     from trl import GRPOTrainer
 
     from masorch.agents.registry import default_registry
-    from masorch.eval.harness import default_retriever_factory
     from masorch.train.gguf import load_policy, resolve_precision
     from masorch.train.hf_backend import HFBackend
 
@@ -200,11 +209,10 @@ def train_grpo(
     t_start = time.monotonic()
     agents = agents or default_registry(max_tokens=cfg.subagent_max_tokens)
     train_rows, held_rows = prompt_rows(cfg, agents)
-    corpus = search_corpus([*train_rows, *held_rows])
+    corpus = search_corpus(cfg)
     backends = RoleBackends(subagent=subagent or subagent_backend(cfg))
     settings = rollout_settings(cfg)
-    retriever = default_retriever_factory(corpus) if corpus is not None else None
-    executor = PlanExecutor(agents, backends, settings, retriever=retriever)
+    executor = PlanExecutor(agents, backends, settings, retriever=search_retriever(cfg))
 
     def eval_subagent(model: str) -> Backend:
         # The evaluation runs on its own event loop, so it gets its own backend (same cache),
