@@ -121,7 +121,7 @@ def test_a_hotpotqa_source_gives_search_agents_its_corpus(
     from masorch.train.grpo import search_corpus, search_retriever
 
     masbench_only = TrainConfig(train=[SourceConfig(kind="masbench_gen")])
-    assert search_corpus(masbench_only) is None and search_retriever(masbench_only) is None
+    assert search_corpus(masbench_only) is None and search_retriever(None) is None
     monkeypatch.setenv("MASORCH_CACHE", str(tmp_path))
     with_hotpot = TrainConfig(
         train=[SourceConfig(kind="masbench_gen")], eval=[SourceConfig(kind="dataset", name="hotpotqa")]

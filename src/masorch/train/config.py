@@ -19,6 +19,9 @@ from typing import Any
 from masorch.errors import UsageError
 from masorch.score.rewards import DEFAULT_WEIGHTS
 
+#: The values of ``TrainConfig.precision``.
+PRECISIONS = ("auto", "bf16", "fp32")
+
 
 def _h(text: str) -> dict[str, str]:
     return {"help": text}
@@ -140,8 +143,8 @@ class TrainConfig:
     gradient_checkpointing: bool = field(
         default=True,
         metadata=_h(
-            "recompute activations in the backward pass: about a third more compute, far less memory "
-            "(without it, GRPO on 8 x 1,300-token sequences of a 0.5B model passed 24 GB on a CPU)"
+            "recompute activations in the backward pass instead of keeping them: more compute, far less "
+            "memory (without it, GRPO on 8 x 1,300-token sequences of a 0.5B model passed 24 GB on a CPU)"
         ),
     )
     logging_steps: int = field(default=1, metadata=_h("log every N steps"))
@@ -163,7 +166,7 @@ class TrainConfig:
             raise UsageError(f"dom must be low or high, got {self.dom!r}", hint="dom: low")
         if self.dialect not in ("calls", "json", "xml"):
             raise UsageError(f"unknown dialect {self.dialect!r}", hint="dialect: calls, json or xml")
-        if self.precision not in ("auto", "bf16", "fp32"):
+        if self.precision not in PRECISIONS:
             raise UsageError(f"unknown precision {self.precision!r}", hint="precision: auto, bf16 or fp32")
         if self.num_generations < 2:
             raise UsageError(

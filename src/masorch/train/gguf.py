@@ -74,7 +74,9 @@ def fast_bf16() -> bool:
 
 def resolve_precision(precision: str) -> str:
     """``auto`` becomes ``bf16`` where :func:`fast_bf16` holds, else ``fp32``; others pass through."""
-    if precision not in ("auto", "bf16", "fp32"):
+    from masorch.train.config import PRECISIONS
+
+    if precision not in PRECISIONS:
         raise UsageError(f"unknown precision {precision!r}", hint="precision: auto, bf16 or fp32")
     if precision == "auto":
         return "bf16" if fast_bf16() else "fp32"

@@ -110,9 +110,8 @@ def search_corpus(cfg: TrainConfig) -> Path | None:
     return corpus_path()
 
 
-def search_retriever(cfg: TrainConfig) -> Retriever | None:
-    """The BM25 retriever over :func:`search_corpus`, or None when no source needs one."""
-    corpus = search_corpus(cfg)
+def search_retriever(corpus: Path | None) -> Retriever | None:
+    """The BM25 retriever over ``corpus`` (from :func:`search_corpus`), or None without one."""
     if corpus is None:
         return None
     from masorch.eval.harness import default_retriever_factory
@@ -210,9 +209,10 @@ def train_grpo(
     agents = agents or default_registry(max_tokens=cfg.subagent_max_tokens)
     train_rows, held_rows = prompt_rows(cfg, agents)
     corpus = search_corpus(cfg)
+    retriever = search_retriever(corpus)  # before any backend exists: a missing corpus leaks nothing
     backends = RoleBackends(subagent=subagent or subagent_backend(cfg))
     settings = rollout_settings(cfg)
-    executor = PlanExecutor(agents, backends, settings, retriever=search_retriever(cfg))
+    executor = PlanExecutor(agents, backends, settings, retriever=retriever)
 
     def eval_subagent(model: str) -> Backend:
         # The evaluation runs on its own event loop, so it gets its own backend (same cache),

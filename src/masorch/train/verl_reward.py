@@ -55,14 +55,14 @@ def build_rewards(cfg: TrainConfig) -> PlanRewards:
     """The PlanRewards of a training config (sub-agent backend with its cache, per-plan limits)."""
     from masorch.agents.registry import default_registry
     from masorch.run.executor import RoleBackends
-    from masorch.train.grpo import rollout_settings, search_retriever, subagent_backend
+    from masorch.train.grpo import rollout_settings, search_corpus, search_retriever, subagent_backend
 
     agents = default_registry(max_tokens=cfg.subagent_max_tokens)
     executor = PlanExecutor(
         agents,
         RoleBackends(subagent=subagent_backend(cfg)),
         rollout_settings(cfg),
-        retriever=search_retriever(cfg),
+        retriever=search_retriever(search_corpus(cfg)),
     )
     cost = CostTarget(calls=cfg.cost_target_calls, tokens=cfg.cost_target_tokens, cap=cfg.cost_cap)
     return PlanRewards(executor, weights=cfg.reward_weights, cost_target=cost)
