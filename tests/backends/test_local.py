@@ -1,48 +1,215 @@
-"""LocalBackend: argument errors without a model; real generation with smollm2-135m (marked `model`)."""
+"""LocalBackend: the managed llama.cpp server's life cycle against a stand-in binary (default tier),
+and real generation, batching and cancellation with the built engine and smollm2-135m (marked `model`).
+"""
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+import masorch
 from masorch.backends.base import Backend, GenerateConfig, Message
+from masorch.backends.engine import ENGINE_ENV, EngineStore
+from masorch.backends.local import LocalBackend, ServerSettings
 from masorch.backends.models import ModelStore
-from masorch.errors import BackendError, MissingExtraError, UsageError
+from masorch.errors import BackendError, UsageError
 
 pytestmark = pytest.mark.timeout(120)
 ASK = [Message("user", "What is 2 + 3? Answer with one number.")]
+FAKE = Path(__file__).with_name("fake_llama_server.py")
 
 
-def test_missing_extra_names_the_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from masorch.backends.local import LocalBackend
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its parent) counts as gone.
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name, *a)
+
+def _wait_gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.fixture()
+def fake_binary(tmp_path: Path) -> Path:
+    src = Path(masorch.__file__).resolve().parents[1]
+    script = tmp_path / "llama-server"
+    script.write_text(f'#!/bin/sh\nPYTHONPATH="{src}" exec "{sys.executable}" "{FAKE}" "$@"\n')
+    script.chmod(0o755)
+    return script
+
+
+@pytest.fixture()
+def model_file(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.gguf"
+    path.write_bytes(b"GGUF")
+    return path
+
+
+def _backend(binary: Path, model: Path, **settings: object) -> LocalBackend:
+    return LocalBackend(
+        model,
+        name="tiny",
+        settings=ServerSettings(**settings),  # type: ignore[arg-type]
+        engine=EngineStore(env={ENGINE_ENV: str(binary)}),
     )
-    with pytest.raises(MissingExtraError) as info:
-        LocalBackend(tmp_path / "x.gguf")
-    assert info.value.hint == "pip install 'masorch[local]'"
 
 
-def test_missing_file_is_a_usage_error(tmp_path: Path) -> None:
-    pytest.importorskip("llama_cpp")
-    from masorch.backends.local import LocalBackend
-
+def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no GGUF model file"):
         LocalBackend(tmp_path / "x.gguf")
-    (tmp_path / "y.gguf").write_bytes(b"GGUF")
     with pytest.raises(UsageError, match="minimum of 256"):
-        LocalBackend(tmp_path / "y.gguf", n_ctx=64)
+        ServerSettings(n_ctx=64)
+    with pytest.raises(UsageError, match="slots"):
+        ServerSettings(slots=0)
+
+
+async def test_a_missing_engine_names_the_build_command(tmp_path: Path, model_file: Path) -> None:
+    backend = LocalBackend(model_file, engine=EngineStore(tmp_path / "engines", env={}))
+    with pytest.raises(UsageError) as info:
+        await backend.complete(ASK, GenerateConfig())
+    assert info.value.code == "engine_missing" and "masorch models engine" in info.value.hint
+    with pytest.raises(UsageError, match="not an executable"):
+        EngineStore(env={ENGINE_ENV: str(tmp_path / "nope")}).find()
+
+
+async def test_serves_through_the_server_and_stops_it(
+    fake_binary: Path, model_file: Path, tmp_path: Path
+) -> None:
+    args_file = tmp_path / "args.json"
+    os.environ["FAKE_ARGS"] = str(args_file)
+    try:
+        backend = _backend(fake_binary, model_file, slots=4, n_ctx=2048, n_threads=2, seed=7)
+        assert isinstance(backend, Backend) and backend.model_id == "local:tiny"
+        replies = await asyncio.gather(*[backend.complete(ASK, GenerateConfig()) for _ in range(3)])
+    finally:
+        del os.environ["FAKE_ARGS"]
+    assert {r.text for r in replies} == {f"model tiny.gguf: {ASK[0].content}"}
+    assert all(r.model == "local:tiny" and r.attempts == 1 for r in replies)
+    argv = json.loads(args_file.read_text())
+    assert argv[argv.index("--parallel") + 1] == "4"
+    assert argv[argv.index("--ctx-size") + 1] == str(4 * 2048)  # one shared KV cache for all slots
+    assert argv[argv.index("--threads") + 1] == "2" and argv[argv.index("--host") + 1] == "127.0.0.1"
+    server = backend._server
+    assert server is not None and server.exit_code() is None
+    pid = server._proc.pid  # type: ignore[union-attr]
+    await backend.aclose()
+    assert _wait_gone(pid)
+    with pytest.raises(BackendError, match="closed"):
+        await backend.complete(ASK, GenerateConfig())
+
+
+async def test_a_corrupt_model_is_a_named_error(
+    fake_binary: Path, model_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "bad_model")
+    backend = _backend(fake_binary, model_file)
+    with pytest.raises(BackendError) as info:
+        await backend.complete(ASK, GenerateConfig())
+    await backend.aclose()
+    assert info.value.code == "engine_load_failed"
+    assert "error loading model" in info.value.message and "models verify" in info.value.hint
+
+
+async def test_a_port_clash_is_retried_on_another_port(
+    fake_binary: Path, model_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "clash_once")
+    monkeypatch.setenv("FAKE_STATE", str(tmp_path / "starts"))
+    backend = _backend(fake_binary, model_file)
+    reply = await backend.complete(ASK, GenerateConfig())
+    await backend.aclose()
+    assert reply.text.startswith("model tiny.gguf") and (tmp_path / "starts").read_text() == "2"
+
+
+async def test_a_model_that_never_loads_times_out_and_is_killed(
+    fake_binary: Path, model_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    backend = _backend(fake_binary, model_file, startup_timeout_s=1.0)
+    started = time.monotonic()
+    with pytest.raises(BackendError) as info:
+        await backend.complete(ASK, GenerateConfig())
+    assert info.value.code == "engine_load_timeout" and time.monotonic() - started < 10
+    await backend.aclose()
+
+
+async def test_a_server_that_dies_mid_run_is_named_and_restarted(fake_binary: Path, model_file: Path) -> None:
+    backend = _backend(fake_binary, model_file)
+    await backend.complete(ASK, GenerateConfig())
+    first = backend._server._proc.pid  # type: ignore[union-attr]
+    with pytest.raises(BackendError) as info:
+        await backend.complete([Message("user", "die")], GenerateConfig())
+    assert info.value.code == "backend_local_died" and "exit 3" in info.value.message
+    again = await backend.complete(ASK, GenerateConfig())  # the next call starts a new server
+    assert again.text.startswith("model tiny.gguf") and backend._server._proc.pid != first  # type: ignore[union-attr]
+    await backend.aclose()
+
+
+def test_no_orphan_server_when_the_owner_is_killed(
+    fake_binary: Path, model_file: Path, tmp_path: Path
+) -> None:
+    src = Path(masorch.__file__).resolve().parents[1]
+    pid_file = tmp_path / "server.pid"
+    owner = textwrap.dedent(
+        f"""
+        import asyncio, os, sys, time
+        sys.path.insert(0, {str(src)!r})
+        from masorch.backends.engine import EngineStore
+        from masorch.backends.local import LocalBackend
+        from masorch.backends.base import GenerateConfig, Message
+
+        async def main():
+            engine = EngineStore(env={{"{ENGINE_ENV}": {str(fake_binary)!r}}})
+            b = LocalBackend({str(model_file)!r}, engine=engine)
+            await b.complete([Message("user", "hi")], GenerateConfig())
+            open({str(pid_file)!r}, "w").write(str(b._server._proc.pid))
+            time.sleep(600)
+
+        asyncio.run(main())
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", owner])
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists() or not pid_file.read_text():
+            assert proc.poll() is None and time.monotonic() < deadline, "the owner did not start a server"
+            time.sleep(0.1)
+        server_pid = int(pid_file.read_text())
+        assert _alive(server_pid)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=10)
+        assert _wait_gone(server_pid), "the llama.cpp server outlived its owner"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+# -- the real engine --------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
 def smollm() -> Path:
-    pytest.importorskip("llama_cpp")
+    if EngineStore().find() is None:
+        pytest.skip("the llama.cpp server is not built: masorch models engine")
     try:
         return ModelStore().path("smollm2-135m")
     except UsageError:
@@ -51,8 +218,6 @@ def smollm() -> Path:
 
 @pytest.mark.model
 async def test_bounded_generation_with_real_usage(smollm: Path) -> None:
-    from masorch.backends.local import LocalBackend
-
     b = LocalBackend(smollm, name="smollm2-135m", n_ctx=1024)
     assert isinstance(b, Backend) and b.model_id == "local:smollm2-135m"
     first = await b.complete(ASK, GenerateConfig(max_tokens=8))
@@ -68,13 +233,11 @@ async def test_bounded_generation_with_real_usage(smollm: Path) -> None:
 
 @pytest.mark.model
 async def test_json_schema_output_parses(smollm: Path) -> None:
-    from masorch.backends.local import LocalBackend
-
     schema = {
         "type": "object",
         "properties": {
             "answer": {"type": "integer"},
-            "steps": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+            "steps": {"type": "array", "items": {"type": "string", "maxLength": 40}, "maxItems": 2},
         },
         "required": ["answer", "steps"],
     }
@@ -89,10 +252,8 @@ async def test_json_schema_output_parses(smollm: Path) -> None:
 
 
 @pytest.mark.model
-async def test_calls_are_serialised_and_the_loop_stays_free(smollm: Path) -> None:
-    from masorch.backends.local import LocalBackend
-
-    b = LocalBackend(smollm, n_ctx=1024)
+async def test_concurrent_calls_share_the_server_and_the_loop_stays_free(smollm: Path) -> None:
+    b = LocalBackend(smollm, settings=ServerSettings(slots=4, n_ctx=1024))
     ticks = 0
 
     async def ticker() -> None:
@@ -102,7 +263,7 @@ async def test_calls_are_serialised_and_the_loop_stays_free(smollm: Path) -> Non
             ticks += 1
 
     task = asyncio.create_task(ticker())
-    prompts = [[Message("user", f"Name a colour number {i}.")] for i in range(3)]
+    prompts = [[Message("user", f"Name a colour number {i}.")] for i in range(6)]
     results = await asyncio.gather(*[b.complete(p, GenerateConfig(max_tokens=6)) for p in prompts])
     task.cancel()
     await b.aclose()
@@ -111,10 +272,34 @@ async def test_calls_are_serialised_and_the_loop_stays_free(smollm: Path) -> Non
 
 
 @pytest.mark.model
-async def test_prompt_beyond_context_is_a_clear_error(smollm: Path) -> None:
-    from masorch.backends.local import LocalBackend
+async def test_a_cancelled_call_frees_its_slot_within_a_second(smollm: Path) -> None:
+    b = LocalBackend(smollm, settings=ServerSettings(slots=1, n_ctx=1024))
+    await b.start()
+    long = asyncio.create_task(
+        b.complete(
+            [Message("user", "Count from 1 to 1000, one number per line.")], GenerateConfig(max_tokens=900)
+        )
+    )
+    await asyncio.sleep(1.0)
+    long.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await long
+    cancelled_at = time.monotonic()
+    url = f"http://127.0.0.1:{b._server.port}/slots"  # type: ignore[union-attr]
+    busy = True
+    while busy and time.monotonic() - cancelled_at < 5:
+        with urllib.request.urlopen(url, timeout=2) as reply:
+            busy = any(slot.get("is_processing") for slot in json.loads(reply.read()))
+        if busy:
+            await asyncio.sleep(0.05)
+    freed_after = time.monotonic() - cancelled_at
+    await b.aclose()
+    assert not busy and freed_after < 1.0, f"the slot was still generating {freed_after:.2f}s after cancel"
 
-    b = LocalBackend(smollm, n_ctx=256)
+
+@pytest.mark.model
+async def test_prompt_beyond_context_is_a_clear_error(smollm: Path) -> None:
+    b = LocalBackend(smollm, settings=ServerSettings(slots=1, n_ctx=256))
     with pytest.raises(BackendError) as info:
         await b.complete([Message("user", "word " * 400)], GenerateConfig(max_tokens=8))
     await b.aclose()
@@ -124,7 +309,6 @@ async def test_prompt_beyond_context_is_a_clear_error(smollm: Path) -> None:
 @pytest.mark.model
 async def test_tool_calls_follow_the_tool_schema(smollm: Path) -> None:
     from masorch.backends.base import ToolSpec
-    from masorch.backends.local import LocalBackend
 
     parameters = {
         "type": "object",
@@ -137,9 +321,8 @@ async def test_tool_calls_follow_the_tool_schema(smollm: Path) -> None:
         GenerateConfig(max_tokens=48, tools=(ToolSpec("add", "Add two integers", parameters),)),
     )
     await b.aclose()
-    # The grammar forces either a plain message or a call whose arguments match the schema.
     if c.tool_calls:
-        assert c.finish == "tool_calls" and c.tool_calls[0].name == "add"
+        assert c.tool_calls[0].name == "add"
         assert set(json.loads(c.tool_calls[0].arguments)) == {"a", "b"}
     else:
         assert c.text

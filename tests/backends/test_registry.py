@@ -65,7 +65,6 @@ def test_local_names_and_paths(tmp_path: Path) -> None:
     assert info.value.hint == "masorch models pull smollm2-135m"
     with pytest.raises(UsageError, match="unknown local model"):
         make_backend("local:llama-70b", settings=settings)
-    pytest.importorskip("llama_cpp")
     with pytest.raises(UsageError, match="no GGUF model file"):
         make_backend(f"local:{tmp_path / 'missing.gguf'}", settings=settings)
 

@@ -1,26 +1,47 @@
-"""An embedded GGUF model run in-process with llama-cpp-python (the ``local`` extra).
+"""An embedded GGUF model served by a llama.cpp server process that masorch starts and stops itself.
 
-One ``Llama`` object is not thread-safe, so every call to it runs on this backend's own single worker
-thread: calls are serialised in arrival order and the event loop stays free while a model generates.
-The model loads on the first call (in that thread) unless :meth:`LocalBackend.load` is called first.
+``local:<name>`` starts ``llama-server`` (:mod:`masorch.backends.engine`) on a free loopback port on the
+first call and speaks to it through :class:`~masorch.backends.openai_compat.OpenAIBackend`, so there is
+one HTTP code path for every model. The server decodes up to ``slots`` requests at once with continuous
+batching: the parallel branches of a plan (sc samples, debate speakers, fan-outs) share forward passes
+instead of queueing. A call that is cancelled or times out closes its connection, and the server stops
+that request. The process ends with :meth:`LocalBackend.aclose`, when the backend is garbage-collected
+or the interpreter exits, and (Linux) when this process dies, however it dies.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import contextlib
+import dataclasses
 import logging
 import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
 import time
+import urllib.error
+import urllib.request
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO
 
-from masorch.backends.base import Completion, GenerateConfig, Message, Usage
-from masorch.backends.chat import estimate_tokens, messages_payload, parse_chat_choice, tools_payload
-from masorch.errors import BackendError, UsageError, require_extra
+from masorch.backends.base import Completion, GenerateConfig, Message
+from masorch.backends.engine import EngineStore
+from masorch.backends.openai_compat import OpenAIBackend, RetryPolicy
+from masorch.errors import BackendError, UsageError
 
 log = logging.getLogger(__name__)
+
+#: Requests one server decodes at once: enough for a typical plan (sc n=5, a 4-way fan-out, debate).
+DEFAULT_SLOTS = 8
+#: Context tokens per slot: the orchestrator prompt (~1,300 tokens) plus a 1,024-token plan fits.
+DEFAULT_CTX = 4096
+_PORT_CLASH = ("address already in use", "couldn't bind", "could not bind", "failed to bind")
 
 
 def _cores() -> int:
@@ -30,16 +51,163 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
-class LocalBackend:
-    """A GGUF model answering chat completions in this process.
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
-    ``n_ctx`` is the context window (prompt plus completion tokens); ``n_threads`` defaults to the
-    cores this process may use; ``chat_format`` overrides the chat template stored in the GGUF file.
-    ``seed`` is the sampling seed when a call gives none; sample ``i`` of a prompt uses ``seed + i``.
-    JSON-schema calls are grammar-constrained, so their output parses. Calls that offer tools use
-    the ``tool_chat_format`` handler of llama-cpp-python (default ``chatml-function-calling``, right
-    for the ChatML models of the catalogue), whose grammar makes tool arguments follow their schema;
-    ``None`` leaves tools to the model's own chat template.
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    # Linux: the server gets SIGKILL when the thread that started it dies (a crash or SIGKILL of
+    # masorch included), so no server outlives its owner.
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+def _kill(proc: subprocess.Popen[bytes], log_file: IO[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    log_file.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerSettings:
+    """How the llama.cpp server of one model runs.
+
+    ``slots`` requests decode at once, each with up to ``n_ctx`` context tokens (one KV cache of
+    ``slots * n_ctx`` tokens shared by all); ``n_threads`` CPU threads (default: the usable cores);
+    ``startup_timeout_s`` bounds loading the model.
+    """
+
+    slots: int = DEFAULT_SLOTS
+    n_ctx: int = DEFAULT_CTX
+    n_threads: int | None = None
+    seed: int = 0
+    startup_timeout_s: float = 180.0
+    extra_args: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.n_ctx < 256:
+            raise UsageError(
+                f"n_ctx={self.n_ctx} is below llama.cpp's minimum of 256", hint="use n_ctx >= 256"
+            )
+        if not 1 <= self.slots <= 64:
+            raise UsageError(f"slots={self.slots} is out of range", hint="use 1 to 64 parallel slots")
+        if self.n_threads is not None and self.n_threads < 1:
+            raise UsageError(f"n_threads={self.n_threads} < 1", hint="use 1 or more threads")
+
+
+class LocalServer:
+    """One ``llama-server`` process serving one GGUF file on a loopback port."""
+
+    def __init__(self, binary: Path, model_path: Path, settings: ServerSettings, *, name: str) -> None:
+        self.binary = binary
+        self.model_path = model_path
+        self.settings = settings
+        self.name = name
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The server's OpenAI-compatible base URL."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def command(self) -> list[str]:
+        """The server's command line."""
+        s = self.settings
+        threads = str(s.n_threads or _cores())
+        return [
+            str(self.binary),
+            "--model", str(self.model_path),
+            "--host", "127.0.0.1",
+            "--port", str(self.port),
+            "--parallel", str(s.slots),
+            "--ctx-size", str(s.n_ctx * s.slots),
+            "--kv-unified",
+            "--cont-batching",
+            "--threads", threads,
+            "--threads-batch", threads,
+            "--seed", str(s.seed),
+            "--jinja",
+            "--no-webui",
+            "--no-warmup",
+            "--fit", "off",
+            "--cache-ram", "256",
+            *s.extra_args,
+        ]  # fmt: skip
+
+    def spawn(self) -> None:
+        """Start the process on a free port (not waiting for the model to load)."""
+        self.port = _free_port()
+        # Closed by the finalizer with the process: the server writes into it for its whole life.
+        self._log = tempfile.TemporaryFile(prefix="masorch-llama-server-")  # noqa: SIM115
+        try:
+            self._proc = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as exc:
+            self._log.close()
+            raise UsageError(
+                f"cannot start the llama.cpp server {self.binary}: {exc.strerror or exc}",
+                hint="rebuild it with `masorch models engine --force`",
+                code="engine_start_failed",
+            ) from None
+        self._finalizer = weakref.finalize(self, _kill, self._proc, self._log)
+        log.info(
+            "started %s for %s on port %d (pid %d)", self.binary.name, self.name, self.port, self._proc.pid
+        )
+
+    def exit_code(self) -> int | None:
+        """The process's exit code, or None while it runs (or before it started)."""
+        return None if self._proc is None else self._proc.poll()
+
+    def log_tail(self, lines: int = 6) -> str:
+        """The last lines the server printed."""
+        if self._log is None or self._log.closed:
+            return ""
+        self._log.flush()
+        self._log.seek(0, os.SEEK_END)
+        size = self._log.tell()
+        self._log.seek(max(0, size - 8192))
+        text = self._log.read().decode("utf-8", "replace")
+        return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+    def healthy(self) -> bool:
+        """True once the server answers ``/health`` with 200 (the model is loaded)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=1.0) as reply:
+                return bool(reply.status == 200)
+        except (urllib.error.URLError, OSError, ValueError):
+            return False
+
+    def stop(self) -> None:
+        """End the process (terminate, then kill after 5 s)."""
+        if self._finalizer is not None:
+            self._finalizer()
+        self._proc = None
+
+
+class LocalBackend:
+    """A GGUF model answering chat completions from a llama.cpp server that this backend manages.
+
+    ``settings`` sizes the server (slots, context per slot, threads, seed); ``timeout_s`` bounds one
+    request. Sample ``i`` of a prompt uses seed ``seed + i`` when a call gives none. JSON-schema calls
+    are grammar-constrained by the server, so their output parses.
     """
 
     def __init__(
@@ -47,162 +215,160 @@ class LocalBackend:
         model_path: str | Path,
         *,
         name: str | None = None,
-        n_ctx: int = 4096,
+        settings: ServerSettings | None = None,
+        timeout_s: float = 900.0,
+        engine: EngineStore | None = None,
+        n_ctx: int | None = None,
         n_threads: int | None = None,
-        n_batch: int = 512,
-        seed: int = 0,
-        chat_format: str | None = None,
-        tool_chat_format: str | None = "chatml-function-calling",
-        verbose: bool = False,
     ) -> None:
-        require_extra("llama_cpp", "local")
         self.model_path = Path(model_path)
         if not self.model_path.is_file():
             raise UsageError(
                 f"no GGUF model file at {self.model_path}",
                 hint="give the path of a .gguf file, or an embedded model name (masorch models list)",
             )
-        if n_ctx < 256:
-            # llama.cpp rounds a smaller context up to 256 while llama-cpp-python sizes its buffers
-            # for the number given, and then fails mid-prompt instead of refusing it.
-            raise UsageError(f"n_ctx={n_ctx} is below llama.cpp's minimum of 256", hint="use n_ctx >= 256")
-        self._model_id = f"local:{name or self.model_path.stem}"
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads or _cores()
-        self.n_batch = n_batch
-        self.seed = seed
-        self.chat_format = chat_format
-        self.tool_chat_format = tool_chat_format
-        self.verbose = verbose
-        self._llama: Any = None
-        self._worker: concurrent.futures.ThreadPoolExecutor | None = concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="masorch-llama"
-        )
+        settings = settings or ServerSettings()
+        if n_ctx is not None or n_threads is not None:
+            settings = dataclasses.replace(
+                settings, n_ctx=n_ctx or settings.n_ctx, n_threads=n_threads or settings.n_threads
+            )
+        self.settings = settings
+        self._name = name or self.model_path.stem
+        self._model_id = f"local:{self._name}"
+        self.timeout_s = timeout_s
+        self._engine = engine or EngineStore()
+        self._server: LocalServer | None = None
+        self._client: OpenAIBackend | None = None
+        self._lock = threading.Lock()
+        self._closed = False
 
     @property
     def model_id(self) -> str:
         """``local:<name>``."""
         return self._model_id
 
+    @property
+    def seed(self) -> int:
+        """The sampling seed of calls that give none."""
+        return self.settings.seed
+
     def __repr__(self) -> str:
-        return f"LocalBackend(model_id={self._model_id!r}, n_ctx={self.n_ctx}, n_threads={self.n_threads})"
+        s = self.settings
+        return f"LocalBackend(model_id={self._model_id!r}, slots={s.slots}, n_ctx={s.n_ctx})"
+
+    async def start(self) -> None:
+        """Start the server and wait until the model is loaded (the first call does this otherwise)."""
+        await self._ready_client()
 
     def load(self) -> None:
-        """Load the model now (in the calling thread) instead of on the first call."""
-        if self._llama is not None:
-            return
-        import llama_cpp
+        """Start the server and wait for the model, from synchronous code."""
+        asyncio.run(self._ready_client())
 
-        start = time.perf_counter()
-        try:
-            self._llama = llama_cpp.Llama(
-                model_path=str(self.model_path),
-                n_ctx=self.n_ctx,
-                n_threads=self.n_threads,
-                n_batch=self.n_batch,
-                seed=self.seed,
-                chat_format=self.chat_format,
-                verbose=self.verbose,
-            )
-        except (ValueError, RuntimeError) as exc:
-            raise UsageError(
-                f"llama.cpp could not load {self.model_path}: {exc}",
-                hint="check that the file is a complete GGUF model (masorch models verify NAME)",
-            ) from None
-        log.info("loaded %s in %.1fs", self._model_id, time.perf_counter() - start)
-
-    def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
-        base_seed = self.seed if config.seed is None else config.seed
-        request: dict[str, Any] = {
-            "messages": messages_payload(messages),
-            "temperature": config.temperature,
-            "top_p": config.top_p,
-            "max_tokens": config.max_tokens,
-            "stop": list(config.stop),
-            "seed": base_seed + config.sample_index,
-        }
-        if config.json_schema is not None:
-            request["response_format"] = {"type": "json_object", "schema": dict(config.json_schema)}
-        if config.tools:
-            request["tools"] = tools_payload(config.tools)
-            request["tool_choice"] = "auto"
-        return request
-
-    def _generate(self, request: dict[str, Any]) -> dict[str, Any]:
-        self.load()
-        try:
-            if "tools" in request and self.tool_chat_format:
-                from llama_cpp import llama_chat_format
-
-                handler = llama_chat_format.get_chat_completion_handler(self.tool_chat_format)
-                reply: Any = handler(llama=self._llama, **request)  # not streamed: one dict
-                return dict(reply)
-            return dict(self._llama.create_chat_completion(**request))
-        except ValueError as exc:  # llama-cpp reports an over-long prompt this way
-            raise BackendError(
-                f"{self._model_id}: {exc}",
-                hint=f"shorten the prompt, lower max_tokens, or raise n_ctx (now {self.n_ctx})",
-                code="backend_context",
-                retryable=False,
-            ) from None
-        except RuntimeError as exc:
-            raise BackendError(
-                f"{self._model_id}: llama.cpp failed: {exc}",
-                hint="check the model file (masorch models verify NAME) and the memory left",
-                code="backend_local",
-                retryable=False,
-            ) from None
-
-    async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
-        """One chat completion, run on the model's own worker thread."""
-        if self._worker is None:
+    async def _ready_client(self) -> OpenAIBackend:
+        if self._closed:
             raise BackendError(
                 f"{self._model_id} is closed", hint="make a new backend", code="backend_closed"
             )
+        for _ in range(3):  # a port taken between choosing and binding it: choose again
+            with self._lock:
+                server, client = self._server, self._client
+                if server is None or server.exit_code() is not None:
+                    if server is not None:
+                        server.stop()
+                    server = LocalServer(
+                        self._engine.binary(), self.model_path, self.settings, name=self._model_id
+                    )
+                    server.spawn()
+                    client = self._make_client(server)
+                    self._server, self._client = server, client
+            assert client is not None
+            if await self._wait_healthy(server):
+                return client
+        raise BackendError(
+            f"{self._model_id}: the llama.cpp server could not bind a loopback port three times",
+            hint="free some ports, or check what else listens on 127.0.0.1",
+            code="engine_start_failed",
+            retryable=False,
+        )
+
+    def _make_client(self, server: LocalServer) -> OpenAIBackend:
+        return OpenAIBackend(
+            self._name,
+            base_url=server.base_url,
+            model_id=self._model_id,
+            provider="local",
+            timeout_s=self.timeout_s,
+            retry=RetryPolicy(max_attempts=1),  # a local server does not fail transiently
+            connection_shards=1,
+            env={},
+        )
+
+    async def _wait_healthy(self, server: LocalServer) -> bool:
+        """True when the server is up; False on a port clash; raises when it cannot load the model."""
+        deadline = time.monotonic() + self.settings.startup_timeout_s
+        while not await asyncio.to_thread(server.healthy):
+            code = server.exit_code()
+            if code is not None:
+                tail = server.log_tail()
+                if any(clash in tail.lower() for clash in _PORT_CLASH):
+                    log.info("%s: port %d was taken; retrying", self._model_id, server.port)
+                    return False
+                raise BackendError(
+                    f"{self._model_id}: the llama.cpp server exited ({code}) while loading "
+                    f"{self.model_path.name}: {tail[-500:]}",
+                    hint="check the file (masorch models verify NAME, or pull it again with --force) "
+                    "and the free memory",
+                    code="engine_load_failed",
+                    retryable=False,
+                )
+            if time.monotonic() > deadline:
+                server.stop()
+                raise BackendError(
+                    f"{self._model_id}: the model did not load within {self.settings.startup_timeout_s:g} s",
+                    hint="check the free memory and CPU load, or raise startup_timeout_s",
+                    code="engine_load_timeout",
+                    retryable=False,
+                )
+            await asyncio.sleep(0.1)
+        return True
+
+    async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
+        """One chat completion from the local server (started on first use)."""
         if not messages:
             raise BackendError(f"{self._model_id}: no messages to send", hint="give at least one message")
-        request = self._request(messages, config)
-        start = time.perf_counter()
-        data = await asyncio.get_running_loop().run_in_executor(self._worker, self._generate, request)
-        latency = time.perf_counter() - start
+        client = await self._ready_client()
+        if config.seed is None:
+            config = dataclasses.replace(config, seed=self.settings.seed)
         try:
-            text, tool_calls, finish = parse_chat_choice(data)
-        except ValueError as exc:
-            raise BackendError(
-                f"{self._model_id}: llama.cpp returned no usable completion: {exc}",
-                hint="report it with the model name and prompt",
-                code="backend_bad_reply",
-                retryable=False,
-            ) from None
-        raw = data.get("usage") or {}
-        prompt, completion = raw.get("prompt_tokens"), raw.get("completion_tokens")
-        estimated = not (isinstance(prompt, int) and isinstance(completion, int))
-        usage = Usage(
-            prompt_tokens=prompt
-            if isinstance(prompt, int)
-            else sum(estimate_tokens(m.content) for m in messages),
-            completion_tokens=completion if isinstance(completion, int) else estimate_tokens(text),
-            calls=1,
-            estimated=estimated,
-        )
-        return Completion(
-            text=text,
-            usage=usage,
-            finish=finish,
-            tool_calls=tool_calls,
-            model=self._model_id,
-            latency_s=latency,
-        )
+            return await client.complete(messages, config)
+        except BackendError as exc:
+            server = self._server
+            code = server.exit_code() if server is not None else None
+            if code is not None and server is not None:
+                raise BackendError(
+                    f"{self._model_id}: the llama.cpp server died (exit {code}): {server.log_tail()[-400:]}",
+                    hint="check the free memory (dmesg for the OOM killer); the next call starts it again",
+                    code="backend_local_died",
+                    retryable=False,
+                ) from None
+            if exc.code == "backend_bad_request":
+                raise BackendError(
+                    exc.message,
+                    hint=f"the prompt may be longer than a slot's context ({self.settings.n_ctx} tokens): "
+                    "shorten it, lower max_tokens, or raise n_ctx",
+                    code="backend_context" if "context" in exc.message.lower() else exc.code,
+                    retryable=False,
+                ) from None
+            raise
 
     async def aclose(self) -> None:
-        """Wait for the running call, then free the model's memory."""
-        worker, self._worker = self._worker, None
-        if worker is None:
-            return
-        await asyncio.get_running_loop().run_in_executor(worker, self._free)
-        worker.shutdown(wait=True)
-
-    def _free(self) -> None:
-        llama, self._llama = self._llama, None
-        if llama is not None:
-            llama.close()
+        """Close the client and end the server process."""
+        self._closed = True
+        with self._lock:
+            server, client = self._server, self._client
+            self._server, self._client = None, None
+        if client is not None:
+            with contextlib.suppress(RuntimeError):  # a client bound to a finished loop
+                await client.aclose()
+        if server is not None:
+            await asyncio.to_thread(server.stop)

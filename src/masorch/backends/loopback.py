@@ -242,6 +242,8 @@ class LoopbackServer:
                         return
                 elif method == "GET" and path.rstrip("/").endswith("/models"):
                     await self._write(writer, 200, {"object": "list", "data": [{"id": "loopback"}]}, close)
+                elif method == "GET" and path == "/health":  # as llama.cpp's server answers once loaded
+                    await self._write(writer, 200, {"status": "ok"}, close)
                 else:
                     await self._write(writer, 404, {"error": {"message": f"no route {method} {path}"}}, close)
                 if close:

@@ -37,7 +37,9 @@ class BackendSettings:
     ``schema_format`` is how OpenAI-compatible backends send a JSON schema (see
     :class:`~masorch.backends.openai_compat.OpenAIBackend`). ``cache_path`` with a ``cache_mode`` other
     than ``off`` wraps every backend in a
-    :class:`~masorch.backends.cache.CachedBackend` over that SQLite file.
+    :class:`~masorch.backends.cache.CachedBackend` over that SQLite file. ``n_ctx`` (context tokens
+    per request), ``n_threads`` and ``slots`` (requests decoded at once) size the llama.cpp server of
+    ``local:`` models.
     """
 
     openai_base_url: str | None = None
@@ -49,6 +51,7 @@ class BackendSettings:
     schema_format: SchemaFormat = "json_schema"
     n_ctx: int = 4096
     n_threads: int | None = None
+    slots: int = 8
     models_dir: Path | None = None
     cache_path: Path | None = None
     cache_mode: CacheMode = "read_write"
@@ -134,15 +137,16 @@ def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backe
 
 
 def _local(rest: str, settings: BackendSettings) -> Backend:
-    from masorch.backends.local import LocalBackend
+    from masorch.backends.local import LocalBackend, ServerSettings
 
+    server = ServerSettings(slots=settings.slots, n_ctx=settings.n_ctx, n_threads=settings.n_threads)
     store = ModelStore(settings.models_dir)
     if rest in store.catalogue:
-        return LocalBackend(store.path(rest), name=rest, n_ctx=settings.n_ctx, n_threads=settings.n_threads)
+        return LocalBackend(store.path(rest), name=rest, settings=server)
     if rest.endswith(".gguf"):
         file = Path(rest).expanduser()
         # The full path names the model: two files with one stem must not share cache entries.
-        return LocalBackend(file, name=str(file), n_ctx=settings.n_ctx, n_threads=settings.n_threads)
+        return LocalBackend(file, name=str(file), settings=server)
     raise UsageError(
         f"unknown local model {rest!r}",
         hint=f"use an embedded model ({', '.join(store.catalogue)}) or the path of a .gguf file",

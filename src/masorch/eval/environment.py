@@ -6,6 +6,7 @@ local run does; :class:`Environment` builds each once per process, on first use.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 from collections.abc import Callable, Mapping
@@ -28,15 +29,18 @@ def sas_plan(system: SystemSpec) -> Plan:
 
 
 def default_backend_factory(
-    spec: str, cache_path: str | None = None, n_threads: int | None = None
+    spec: str, cache_path: str | None = None, n_threads: int | None = None, slots: int | None = None
 ) -> Backend:
     """A backend from a model string (:func:`masorch.backends.registry.make_backend`), cached if asked.
 
-    ``n_threads`` sets an embedded (``local:``) model's CPU threads (default: all cores).
+    ``n_threads`` sets an embedded (``local:``) model's CPU threads (default: all cores), ``slots`` the
+    requests its server decodes at once (default 8).
     """
     from masorch.backends.registry import BackendSettings, make_backend
 
     settings = BackendSettings(cache_path=Path(cache_path) if cache_path else None, n_threads=n_threads)
+    if slots is not None:
+        settings = dataclasses.replace(settings, slots=slots)
     return make_backend(spec, settings=settings)
 
 
@@ -77,6 +81,7 @@ class EnvSpec:
         max_tokens: int | None = None,
         scorer_options: Mapping[str, Mapping[str, Any]] | None = None,
         n_threads: int | None = None,
+        slots: int | None = None,
     ) -> EnvSpec:
         """The real environment; with ``cache_path`` every backend records/replays through that cache."""
         return cls(
@@ -84,6 +89,7 @@ class EnvSpec:
                 default_backend_factory,
                 cache_path=str(cache_path) if cache_path else None,
                 n_threads=n_threads,
+                slots=slots,
             ),
             agents_factory=functools.partial(default_agents_factory, max_tokens),
             scorer_options=dict(scorer_options or {}),

@@ -1,0 +1,160 @@
+"""Does the embedded engine batch concurrent calls? Aggregate decode speed vs the forward-pass limit.
+
+For N concurrent streams (1, 2, 4, 8, 16) on one managed llama.cpp server (``local:`` backend):
+
+- **batched**: N requests decode T tokens each at once (greedy, EOS ignored); aggregate tokens/s =
+  all tokens / the longest stream's decode time (the server's own timings);
+- **limit**: one forward pass over N tokens of ONE sequence (an N-token prompt, evaluated as one batch):
+  the same arithmetic as one batched decode step, with no scheduling; tokens/s = N / its time.
+
+The two are measured side by side, interleaved, ``--rounds`` times (medians), so machine noise hits
+both alike. Target: batched >= 0.85 x limit at every N. Then whole runs through the executor, with
+the server at 1 slot (calls queue: sequential) and at 8 slots (calls batch): a 4-way fan-out plan
+(four cot agents and a cot that combines them) and one sc node with n=5.
+
+    python bench/local_batching.py                        # qwen2.5-coder-1.5b (pulled, engine built)
+    python bench/local_batching.py --model smollm2-135m --tokens 32 --rounds 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from typing import Any
+
+import httpx
+
+from masorch.agents import default_registry
+from masorch.backends.engine import EngineStore
+from masorch.backends.local import LocalBackend, ServerSettings
+from masorch.backends.models import ModelStore
+from masorch.plan import DoM, check
+from masorch.run.budget import Budget
+from masorch.run.executor import Executor, RoleBackends
+from masorch.run.session import RunSession
+
+STREAMS = (1, 2, 4, 8, 16)
+FAN_OUT = """
+create_agent(id="a", kind="cot", task="What is 17 * 23?")
+create_agent(id="b", kind="cot", task="What is 19 * 21?")
+create_agent(id="c", kind="cot", task="What is 13 * 29?")
+create_agent(id="d", kind="cot", task="What is 11 * 31?")
+create_agent(id="sum", kind="cot", task="Add ${a}, ${b}, ${c} and ${d}.")
+create_flow("a", "sum")
+create_flow("b", "sum")
+create_flow("c", "sum")
+create_flow("d", "sum")
+"""
+SC = 'create_agent(id="s", kind="sc", task="", n=5)'
+SC_QUESTION = (
+    "A shop sells pens at 3 dollars and notebooks at 5 dollars. Ann buys 4 pens and 2 notebooks. How much?"
+)
+
+
+async def _completion(client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+    reply = await client.post("/completion", json=body, timeout=600)
+    reply.raise_for_status()
+    timings: dict[str, Any] = reply.json()["timings"]
+    return timings
+
+
+async def limit_tps(client: httpx.AsyncClient, n: int, token: int) -> float:
+    """Tokens/s of one forward pass over ``n`` tokens of one sequence (best of 3 passes)."""
+    times = []
+    for _ in range(3):
+        body = {"prompt": [token] * n, "n_predict": 1, "cache_prompt": False, "temperature": 0}
+        timings = await _completion(client, body)
+        assert timings["prompt_n"] == n, timings
+        times.append(timings["prompt_ms"] / 1000)
+    return n / min(times)
+
+
+async def batched_tps(client: httpx.AsyncClient, n: int, tokens: int) -> float:
+    """Aggregate decode tokens/s of ``n`` concurrent streams of ``tokens`` tokens each."""
+    bodies = [
+        {
+            "prompt": f"Stream {i}: write a long story about the number {i}.",
+            "n_predict": tokens,
+            "ignore_eos": True,
+            "temperature": 0,
+            "cache_prompt": False,
+        }
+        for i in range(n)
+    ]
+    results = await asyncio.gather(*[_completion(client, b) for b in bodies])
+    produced = sum(r["predicted_n"] for r in results)
+    return float(produced / (max(r["predicted_ms"] for r in results) / 1000))
+
+
+async def run_plan(backend: LocalBackend, plan_text: str, question: str, max_tokens: int) -> float:
+    """Wall seconds of one plan executed on ``backend`` (sub-agent calls capped at ``max_tokens``)."""
+    agents = default_registry(max_tokens=max_tokens)
+    checked = check(plan_text, DoM.HIGH, agents.catalogue(), "calls")
+    assert checked.validated is not None, [d.message for d in checked.diagnostics]
+    session = RunSession(Budget())
+    start = time.perf_counter()
+    result = await Executor(agents, RoleBackends(subagent=backend), session).execute(
+        checked.validated, question
+    )
+    wall = time.perf_counter() - start
+    assert result.status == "ok", (result.status, result.error)
+    return wall
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--model", default="qwen2.5-coder-1.5b")
+    parser.add_argument("--tokens", type=int, default=48, help="Tokens each stream decodes.")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--plan-tokens", type=int, default=96, help="Completion cap of each plan call.")
+    args = parser.parse_args()
+    path = ModelStore().path(args.model)
+    print(f"engine: {EngineStore().binary()}")
+    backend = LocalBackend(path, name=args.model, settings=ServerSettings(slots=16, n_threads=args.threads))
+    await backend.start()
+    assert backend._server is not None
+    base = f"http://127.0.0.1:{backend._server.port}"
+    limits: dict[int, list[float]] = {n: [] for n in STREAMS}
+    batched: dict[int, list[float]] = {n: [] for n in STREAMS}
+    async with httpx.AsyncClient(base_url=base) as client:
+        await _completion(client, {"prompt": "warm up", "n_predict": 4})
+        for _ in range(args.rounds):
+            for n in STREAMS:
+                limits[n].append(await limit_tps(client, n, token=1000))
+                batched[n].append(await batched_tps(client, n, args.tokens))
+    await backend.aclose()
+
+    print(
+        f"\n{args.model}: aggregate decode tokens/s, {args.tokens} tokens per stream, "
+        f"medians of {args.rounds}"
+    )
+    print(f"{'streams':>7} {'batched':>9} {'x 1 stream':>10} {'limit':>8} {'batched/limit':>13}")
+    one = statistics.median(batched[1])
+    for n in STREAMS:
+        b, lim = statistics.median(batched[n]), statistics.median(limits[n])
+        print(f"{n:>7} {b:>9.1f} {b / one:>10.2f} {lim:>8.1f} {b / lim:>13.2f}")
+
+    print(f"\nwhole runs through the executor (sub-agent calls capped at {args.plan_tokens} tokens)")
+    print(f"{'run':<22} {'1 slot (s)':>10} {'8 slots (s)':>11} {'speed-up':>8}")
+    for label, plan, question in (
+        ("4-way fan-out + join", FAN_OUT, "Combine the products."),
+        ("sc n=5", SC, SC_QUESTION),
+    ):
+        walls = {}
+        for slots in (1, 8):
+            b = LocalBackend(
+                path, name=args.model, settings=ServerSettings(slots=slots, n_threads=args.threads)
+            )
+            await b.start()
+            walls[slots] = await run_plan(b, plan, question, args.plan_tokens)
+            await b.aclose()
+        print(f"{label:<22} {walls[1]:>10.1f} {walls[8]:>11.1f} {walls[1] / walls[8]:>8.2f}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
