@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import statistics
 import time
 from typing import Any
@@ -27,6 +28,7 @@ from typing import Any
 import httpx
 
 from masorch.agents import default_registry
+from masorch.backends.base import GenerateConfig, Message
 from masorch.backends.engine import EngineStore
 from masorch.backends.local import LocalBackend, ServerSettings
 from masorch.backends.models import ModelStore
@@ -86,6 +88,27 @@ async def batched_tps(client: httpx.AsyncClient, n: int, tokens: int) -> float:
     results = await asyncio.gather(*[_completion(client, b) for b in bodies])
     produced = sum(r["predicted_n"] for r in results)
     return float(produced / (max(r["predicted_ms"] for r in results) / 1000))
+
+
+async def cancel_latency(backend: LocalBackend) -> tuple[float, float]:
+    """Seconds until a 1-slot server answers a 1-token call: idle, and right after cancelling a long call.
+
+    The difference is how long the server went on with the cancelled call.
+    """
+    short = [Message("user", "Say yes.")]
+    config = GenerateConfig(max_tokens=1)
+    start = time.perf_counter()
+    await backend.complete(short, config)
+    idle = time.perf_counter() - start
+    count = [Message("user", "Count from 1 to 1000, one number per line.")]
+    long = asyncio.create_task(backend.complete(count, GenerateConfig(max_tokens=900)))
+    await asyncio.sleep(3.0)
+    long.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await long
+    start = time.perf_counter()
+    await backend.complete(short, config)
+    return idle, time.perf_counter() - start
 
 
 async def run_plan(backend: LocalBackend, plan_text: str, question: str, max_tokens: int) -> float:
@@ -154,6 +177,15 @@ async def main() -> None:
             walls[slots] = await run_plan(b, plan, question, args.plan_tokens)
             await b.aclose()
         print(f"{label:<22} {walls[1]:>10.1f} {walls[8]:>11.1f} {walls[1] / walls[8]:>8.2f}")
+
+    b = LocalBackend(path, name=args.model, settings=ServerSettings(slots=1, n_threads=args.threads))
+    await b.start()
+    idle, after_cancel = await cancel_latency(b)
+    await b.aclose()
+    print(
+        f"\ncancel: a 1-token call on a 1-slot server took {idle:.2f} s idle and {after_cancel:.2f} s right "
+        f"after cancelling a long call: the cancelled call went on for about {after_cancel - idle:.2f} s"
+    )
 
 
 if __name__ == "__main__":

@@ -272,29 +272,36 @@ async def test_concurrent_calls_share_the_server_and_the_loop_stays_free(smollm:
 
 
 @pytest.mark.model
-async def test_a_cancelled_call_frees_its_slot_within_a_second(smollm: Path) -> None:
+async def test_a_cancelled_call_frees_its_slot(smollm: Path) -> None:
     b = LocalBackend(smollm, settings=ServerSettings(slots=1, n_ctx=1024))
     await b.start()
-    long = asyncio.create_task(
-        b.complete(
-            [Message("user", "Count from 1 to 1000, one number per line.")], GenerateConfig(max_tokens=900)
-        )
-    )
-    await asyncio.sleep(1.0)
+    count = [Message("user", "Count from 1 to 1000, one number per line.")]
+    url = f"http://127.0.0.1:{b._server.port}/slots"  # type: ignore[union-attr]
+
+    def busy() -> bool:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return any(slot.get("is_processing") for slot in json.loads(reply.read()))
+
+    long = asyncio.create_task(b.complete(count, GenerateConfig(max_tokens=900)))
+    deadline = time.monotonic() + 30
+    while not busy():
+        assert time.monotonic() < deadline, "the request never started"
+        await asyncio.sleep(0.5)
     long.cancel()
     with pytest.raises(asyncio.CancelledError):
         await long
-    cancelled_at = time.monotonic()
-    url = f"http://127.0.0.1:{b._server.port}/slots"  # type: ignore[union-attr]
-    busy = True
-    while busy and time.monotonic() - cancelled_at < 5:
-        with urllib.request.urlopen(url, timeout=2) as reply:
-            busy = any(slot.get("is_processing") for slot in json.loads(reply.read()))
-        if busy:
-            await asyncio.sleep(0.05)
-    freed_after = time.monotonic() - cancelled_at
+    # llama.cpp checks each second whether a waiting client is still there (any other request's
+    # result restarts that wait, so the slot is looked at sparsely, not polled) and stops the request
+    # after its current batch step. 900 tokens would take far longer than the bound here; the latency
+    # on a quiet machine is measured by bench/local_batching.py.
+    still_busy = True
+    for _ in range(4):
+        await asyncio.sleep(1.25)
+        still_busy = busy()
+        if not still_busy:
+            break
     await b.aclose()
-    assert not busy and freed_after < 1.0, f"the slot was still generating {freed_after:.2f}s after cancel"
+    assert not still_busy, "the slot still generates 5 s after the call was cancelled"
 
 
 @pytest.mark.model

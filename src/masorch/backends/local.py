@@ -300,6 +300,7 @@ class LocalBackend:
             timeout_s=self.timeout_s,
             retry=RetryPolicy(max_attempts=1),  # a local server does not fail transiently
             connection_shards=1,
+            fresh_connection=True,  # a cancelled call closes its connection: the server stops it
             env={},
         )
 

@@ -109,7 +109,9 @@ class OpenAIBackend:
     ``schema_format`` says how a JSON schema is sent: ``json_schema`` (OpenAI, vLLM, SGLang, Ollama,
     the llama.cpp C++ server) or ``json_object`` with a ``schema`` field (llama-cpp-python's server,
     which rejects ``json_schema``). ``connection_shards`` HTTP clients share the calls round-robin,
-    which keeps the cost per call low with many calls in flight.
+    which keeps the cost per call low with many calls in flight. ``fresh_connection`` gives every
+    call its own connection, closed when the call ends, is cancelled or times out: a server that
+    stops generating for a client that went away (llama.cpp's) then frees the slot at once.
     """
 
     def __init__(
@@ -126,6 +128,7 @@ class OpenAIBackend:
         extra_body: Mapping[str, Any] | None = None,
         schema_format: SchemaFormat = "json_schema",
         connection_shards: int = 8,
+        fresh_connection: bool = False,
         rng_seed: int | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
@@ -158,6 +161,7 @@ class OpenAIBackend:
         if connection_shards < 1:
             raise UsageError(f"connection_shards={connection_shards} < 1", hint="use 1 or more")
         self.connection_shards = connection_shards
+        self.fresh_connection = fresh_connection
         self._clients: list[Any] = []
         self._next_client = 0
         self._client_loop: asyncio.AbstractEventLoop | None = None
@@ -194,6 +198,22 @@ class OpenAIBackend:
         self._next_client = (self._next_client + 1) % len(self._clients)
         return self._clients[self._next_client]
 
+    def _fresh_client(self) -> Any:
+        import openai
+
+        return openai.AsyncOpenAI(
+            api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
+        )
+
+    async def _send_once(self, body: dict[str, Any]) -> Any:
+        if not self.fresh_connection:
+            return await self._send(self._client_for_loop(), body)
+        client = self._fresh_client()
+        try:
+            return await self._send(client, body)
+        finally:  # closing the connection is how the server learns that a cancelled call is over
+            await client.close()
+
     def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self.model,
@@ -227,7 +247,7 @@ class OpenAIBackend:
         while True:
             attempt += 1
             try:
-                data = await self._send(self._client_for_loop(), body)
+                data = await self._send_once(body)
                 completion = self._parse(data, messages, config)
             except (BackendError, _AttemptFailed) as caught:
                 failure = caught if isinstance(caught, _AttemptFailed) else _AttemptFailed(caught)
