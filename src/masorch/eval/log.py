@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import UsageError
+from masorch.files import decode_text, read_bytes
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +27,8 @@ LOG_FILE = "log.jsonl"
 LOG_VERSION = 1
 #: Statuses of a sample that did not produce a scored answer because the harness itself failed.
 HARNESS_FAILED = "failed"
+#: The largest run log read back (a 16,000-sample run is about 40 MB).
+MAX_LOG_BYTES = 1 << 30
 
 
 def sample_key(system: str, dataset: str, sample_id: str) -> str:
@@ -44,7 +47,7 @@ def read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
     kill mid-write): they are left out. A complete line that is not JSON is a UsageError (the log
     was edited or corrupted).
     """
-    data = path.read_bytes()
+    data = read_bytes(path, what="run log", max_bytes=MAX_LOG_BYTES)
     good_end = data.rfind(b"\n") + 1
     if good_end < len(data):
         logger.warning("dropping a torn last line of %s (%d bytes)", path, len(data) - good_end)
@@ -52,14 +55,45 @@ def read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
     for number, raw in enumerate(data[:good_end].split(b"\n")[:-1], start=1):
         if not raw.strip():
             continue
+        hint = "the run log was edited or corrupted; start a new --out directory"
         try:
-            records.append(json.loads(raw))
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"{path} line {number} is not JSON: {exc}",
-                hint="the run log was edited or corrupted; start a new --out directory",
-            ) from exc
+            record = json.loads(decode_text(raw, f"{path} (line {number})", "run log"))
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise UsageError(f"{path} line {number} is not JSON: {exc}", hint=hint) from None
+        problem = _shape_problem(record, first=not records)
+        if problem:
+            raise UsageError(f"{path} line {number}: {problem}", hint=hint)
+        records.append(record)
     return records, good_end
+
+
+#: Fields every sample record has, with their JSON types (what the report and resume index).
+_SAMPLE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "key": str,
+    "system": str,
+    "dataset": str,
+    "sample_id": str,
+}
+
+
+def _shape_problem(record: Any, *, first: bool) -> str:
+    """Why ``record`` is not a run-log line ('' when it is one)."""
+    if not isinstance(record, dict):
+        return "a record must be a JSON object"
+    kind = record.get("type")
+    if first and kind == "header":
+        for key in ("systems", "datasets"):
+            items = record.get(key, [])
+            if not isinstance(items, list) or not all(
+                isinstance(i, dict) and isinstance(i.get("name"), str) for i in items
+            ):
+                return f"the header's {key} must be a list of objects with a name"
+        return ""
+    if kind == "sample":
+        bad = [k for k, t in _SAMPLE_FIELDS.items() if not isinstance(record.get(k), t)]
+        if bad:
+            return f"a sample record lacks {', '.join(bad)}"
+    return ""
 
 
 class RunLog:
@@ -82,7 +116,17 @@ class RunLog:
         Without ``resume`` an existing non-empty log is a UsageError (never overwritten). With it,
         the stored header's ``systems`` and ``datasets`` must equal ``header``'s.
         """
-        directory.mkdir(parents=True, exist_ok=True)
+        if directory.exists() and not directory.is_dir():
+            raise UsageError(
+                f"{directory} is a file, not a run directory", hint="give --out a new or existing directory"
+            )
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(
+                f"cannot make the run directory {directory}: {exc.strerror or exc}",
+                hint="give --out a writable directory",
+            ) from None
         path = directory / LOG_FILE
         head = {"type": "header", "version": LOG_VERSION, **header}
         if path.exists() and path.stat().st_size > 0:

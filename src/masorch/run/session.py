@@ -88,6 +88,8 @@ class RunSession:
         except BaseException as exc:
             # Recorded (the call was made and may have cost something), then re-raised unchanged.
             cancelled = isinstance(exc, asyncio.CancelledError)
+            # The requests really sent (retries included) when the backend says, else the one call.
+            attempts = getattr(exc, "attempts", None)
             self._record(
                 CallRecord(
                     role,
@@ -96,6 +98,7 @@ class RunSession:
                     latency_s=time.monotonic() - t0,
                     status="cancelled" if cancelled else "error",
                     error="cancelled" if cancelled else _describe(exc),
+                    attempts=attempts if isinstance(attempts, int) else 1,
                 )
             )
             raise
