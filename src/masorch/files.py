@@ -34,7 +34,9 @@ def _open_error(path: Path, what: str, exc: OSError) -> UsageError:
     if isinstance(exc, FileNotFoundError):
         return UsageError(f"no such file: {path}", hint=f"give the path of an existing {what}")
     if isinstance(exc, IsADirectoryError):
-        return UsageError(f"the {what} {path} is a directory", hint=f"give the path of a {what}, not a directory")
+        return UsageError(
+            f"the {what} {path} is a directory", hint=f"give the path of a {what}, not a directory"
+        )
     if isinstance(exc, PermissionError):
         return UsageError(f"no permission to read the {what} {path}", hint="check the file's permissions")
     return UsageError(f"cannot read the {what} {path}: {exc.strerror or exc}", hint="check the path")
@@ -61,7 +63,7 @@ def decode_text(data: bytes, where: str, what: str) -> str:
 
 
 def read_bytes(path: str | Path, *, what: str = "file", max_bytes: int = MAX_TEXT_BYTES) -> bytes:
-    """At most ``max_bytes`` of ``path``; a larger (or endless) file, or an unreadable one, is a UsageError."""
+    """At most ``max_bytes`` of ``path``; a larger (endless) or unreadable file is a UsageError."""
     path = Path(path)
     try:
         with path.open("rb") as fh:
@@ -207,7 +209,9 @@ def load_yaml(text: str, *, what: str = "YAML config", max_nodes: int = MAX_YAML
     except RecursionError:
         raise UsageError(f"the {what} is nested too deeply", hint="flatten the YAML") from None
     except (ValueError, TypeError, OverflowError) as exc:
-        raise UsageError(f"the {what} holds a value YAML cannot read: {exc}", hint="quote the value") from None
+        raise UsageError(
+            f"the {what} holds a value YAML cannot read: {exc}", hint="quote the value"
+        ) from None
     finally:
         loader.dispose()
 

@@ -114,7 +114,9 @@ def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backe
     url, sep, model = rest.rpartition("#")
     example = "vllm:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct"
     if not sep or not url or not model:
-        raise UsageError(f"vllm model string {redact('vllm:' + rest)!r} lacks '#<model>'", hint=f"e.g. {example}")
+        raise UsageError(
+            f"vllm model string {redact('vllm:' + rest)!r} lacks '#<model>'", hint=f"e.g. {example}"
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"vllm server URL {redact_url(url)!r} is not an http(s) URL", hint=f"e.g. {example}")

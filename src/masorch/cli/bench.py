@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from masorch.errors import UsageError
 from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
+from masorch.eval.log import check_run_dir
 from masorch.eval.report import write_report
 from masorch.eval.scoring import scorer_names
 from masorch.eval.sources import resolve_all
@@ -120,8 +121,11 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         traces: bool = typer.Option(True, "--traces/--no-traces", help="Write DIR/traces.jsonl."),
     ) -> None:
         """Run every system on every sample of every dataset; write the log, then the report."""
+        check_run_dir(out)
         if scorer is not None and scorer not in scorer_names():
-            raise UsageError(f"unknown --scorer {scorer[:40]!r}", hint=f"use one of: {', '.join(scorer_names())}")
+            raise UsageError(
+                f"unknown --scorer {scorer[:40]!r}", hint=f"use one of: {', '.join(scorer_names())}"
+            )
         budget = {"calls": budget_calls, "tokens": budget_tokens, "cost": budget_cost}
         budget = {k: v for k, v in budget.items() if v is not None}
         defaults: dict[str, Any] = {

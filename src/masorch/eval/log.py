@@ -96,6 +96,14 @@ def _shape_problem(record: Any, *, first: bool) -> str:
     return ""
 
 
+def check_run_dir(directory: Path) -> None:
+    """A UsageError unless ``directory`` is a directory or does not exist yet (a run can go there)."""
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(
+            f"{directory} is a file, not a run directory", hint="give --out a new or existing directory"
+        )
+
+
 class RunLog:
     """An open run log: ``header`` (the run's systems and data), ``records`` and :meth:`append`.
 
@@ -116,10 +124,7 @@ class RunLog:
         Without ``resume`` an existing non-empty log is a UsageError (never overwritten). With it,
         the stored header's ``systems`` and ``datasets`` must equal ``header``'s.
         """
-        if directory.exists() and not directory.is_dir():
-            raise UsageError(
-                f"{directory} is a file, not a run directory", hint="give --out a new or existing directory"
-            )
+        check_run_dir(directory)
         try:
             directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

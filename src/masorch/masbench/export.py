@@ -18,7 +18,9 @@ def check_format(path: Path, action: str = "write") -> str:
     if path.suffix not in FORMATS:
         raise UsageError(
             f"cannot {action} {path.name!r}: unknown format",
-            hint="name the file *.jsonl or *.parquet" if action == "write" else "give a .jsonl or .parquet file",
+            hint="name the file *.jsonl or *.parquet"
+            if action == "write"
+            else "give a .jsonl or .parquet file",
         )
     return path.suffix
 
@@ -156,7 +158,9 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
                 try:
                     rec = json.loads(line)
                 except (json.JSONDecodeError, RecursionError) as exc:
-                    raise UsageError(f"{path}:{lineno}: not JSON ({exc})", hint="is it a MASBench file?") from None
+                    raise UsageError(
+                        f"{path}:{lineno}: not JSON ({exc})", hint="is it a MASBench file?"
+                    ) from None
                 yield _record(rec, f"{path}:{lineno}")
         return
     import pyarrow as pa
@@ -176,7 +180,8 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
             rec = json.loads(info["record"])
         except (TypeError, KeyError, ValueError, RecursionError):
             raise UsageError(
-                f"{where}: no MASBench record in extra_info", hint="give a file written by `masorch bench make`"
+                f"{where}: no MASBench record in extra_info",
+                hint="give a file written by `masorch bench make`",
             ) from None
         yield _record(rec, where)
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from masorch.errors import UsageError, require_extra
-from masorch.files import read_text
 from masorch.eval.datasets.parse import iter_corpus, parse_hotpotqa, parse_mmath
 from masorch.eval.datasets.pull import Progress, PullReport, atomic_writer, cache_root, is_cached, pull_source
 from masorch.eval.datasets.registry import CORPUS_FILE, get_spec
 from masorch.eval.datasets.types import DatasetSpec, HubSource, Sample
+from masorch.files import read_text
 
 log = logging.getLogger(__name__)
 
