@@ -67,7 +67,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
 
 
 Case = Callable[[dict[str, Path], Path], list[str]]
-EVAL = ["eval", "run", "--systems", "sas:cot", "--model", "nope:x"]
+EVAL = ["eval", "run", "--systems", "sas:cot", "--model", "vllm:http://127.0.0.1:9/v1#m"]
 
 # (name, argv from the files and a scratch dir, expected exit code, text the error must contain)
 CASES: list[tuple[str, Case, int, str]] = [

@@ -67,13 +67,8 @@ def make_backend(
     """The backend a ``provider:model`` string names (see the module docs); a UsageError if malformed."""
     settings = settings or BackendSettings()
     env = os.environ if env is None else env
-    provider, sep, rest = spec.partition(":")
-    if not sep or not rest:
-        # Not echoed: a string without "provider:" may be a key pasted into the wrong flag.
-        raise UsageError(
-            "a model string is not provider:model",
-            hint=f"providers: {', '.join(PROVIDERS)}; e.g. openai:gpt-4o-mini or local:qwen2.5-coder-1.5b",
-        )
+    check_model_string(spec)
+    provider, _, rest = spec.partition(":")
     backend: Backend
     if provider == "openai":
         backend = OpenAIBackend(
@@ -95,19 +90,34 @@ def make_backend(
         from masorch.train.hf_backend import make_orchestrator
 
         backend = make_orchestrator(spec)
-    elif provider == "scripted":
+    else:  # "scripted": check_model_string has rejected every other provider
         raise UsageError(
             "scripted backends are built in code, not from a model string",
             hint="use masorch.backends.ScriptedBackend([...]) in tests",
         )
-    else:
-        # Only the provider is echoed: the rest may be a key pasted into the wrong place.
-        raise UsageError(
-            f"unknown model provider {redact(provider)[:40]!r}", hint=f"use one of {', '.join(PROVIDERS)}"
-        )
     if settings.cache_path is not None and settings.cache_mode != "off":
         backend = CachedBackend(backend, ResponseCache(settings.cache_path), settings.cache_mode)
     return backend
+
+
+def check_model_string(spec: str) -> None:
+    """A UsageError unless ``spec`` is ``provider:model`` with a known provider (nothing is built).
+
+    Messages never echo more than the provider and redacted URLs: a string in the wrong place may
+    be a key.
+
+    >>> check_model_string("openai:gpt-4o-mini")
+    """
+    provider, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise UsageError(
+            "a model string is not provider:model",
+            hint=f"providers: {', '.join(PROVIDERS)}; e.g. openai:gpt-4o-mini or local:qwen2.5-coder-1.5b",
+        )
+    if provider not in PROVIDERS:
+        raise UsageError(
+            f"unknown model provider {redact(provider)[:40]!r}", hint=f"use one of {', '.join(PROVIDERS)}"
+        )
 
 
 def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backend:

@@ -142,6 +142,12 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         specs = _systems(
             systems, config, {k: v for k, v in defaults.items() if v is not None} | {"model": model}
         )
+        if env_factory is None:
+            from masorch.backends.registry import check_model_string
+
+            # Before anything is written: a malformed model string may be a key in the wrong flag.
+            for spec in dict.fromkeys(m for s in specs for m in s.model_strings()):
+                check_model_string(spec)
         sources = resolve_all(
             [d for item in data for d in item.split(",") if d],
             limit=limit,
