@@ -162,6 +162,7 @@ CASES: list[tuple[str, Case, int, str]] = [
     ("bench check binary", lambda f, d: ["bench", "check", str(f["binary"])], 2, "unknown format"),
     ("bench check binary JSONL", lambda f, d: ["bench", "check", str(f["binary_jsonl"])], 2, "is binary"),
     ("bench check incomplete record", lambda f, d: ["bench", "check", str(f["one"])], 2, "not a complete"),
+    ("bench check empty file", lambda f, d: ["bench", "check", str(f["empty_jsonl"])], 2, "no instances"),
     ("bench stats incomplete record", lambda f, d: ["bench", "stats", str(f["one"])], 2, "not a complete"),
     (
         "train grpo binary config",

@@ -140,6 +140,11 @@ TEXT = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), max_size
 MODEL = st.sampled_from(MODELS) | TEXT
 
 
+def _mostly(*valid: str) -> st.SearchStrategy[str]:
+    """A valid value most of the time (so examples get past flag checks), else random text."""
+    return st.one_of(st.sampled_from(valid), st.sampled_from(valid), st.sampled_from(valid), TEXT)
+
+
 def _opt(flag: str, value: st.SearchStrategy[str]) -> st.SearchStrategy[list[str]]:
     return st.one_of(st.just([]), value.map(lambda v: [flag, v]))
 
@@ -161,8 +166,8 @@ ARGV = st.one_of(
     _argv(
         ["validate"],
         _one(FILES),
-        _opt("--dialect", st.sampled_from(["auto", "calls", "json", "xml"]) | TEXT),
-        _opt("--dom", st.sampled_from(["low", "high"]) | TEXT),
+        _opt("--dialect", _mostly("auto", "calls", "json", "xml")),
+        _opt("--dom", _mostly("low", "high")),
         _flag("--json"),
     ),
     _argv(
@@ -174,10 +179,10 @@ ARGV = st.one_of(
         _one(MODEL),
         _opt("--corpus", FILES),
         _opt("--trace", OUTS),
-        _opt("--dialect", st.sampled_from(["calls", "json", "xml"]) | TEXT),
-        _opt("--mode", st.sampled_from(["plan", "rounds"]) | TEXT),
-        _opt("--agent-model", TEXT),
-        _opt("--dom", TEXT),
+        _opt("--dialect", _mostly("calls", "json", "xml")),
+        _opt("--mode", _mostly("plan", "rounds")),
+        _opt("--agent-model", _mostly("sc=nope:x", "cot=scripted:s", "nokind=x:y")),
+        _opt("--dom", _mostly("low", "high")),
         _flag("--json"),
     ),
     _argv(
@@ -188,15 +193,17 @@ ARGV = st.one_of(
         st.one_of(
             _argv(
                 ["--systems"],
-                _one(st.sampled_from(["sas:cot", "mas:high,sas:sc"]) | TEXT),
+                _one(_mostly("sas:cot", "mas:high,sas:sc", "sas:cot,sas:cot")),
                 ["--model"],
                 _one(MODEL),
             ),
             _argv(["--config"], _one(FILES)),
         ),
-        _opt("--scorer", st.sampled_from(["masbench", "exact", "llm_judge"]) | TEXT),
+        _opt("--scorer", _mostly("masbench", "exact", "llm_judge")),
+        _opt("--judge-model", MODEL),
         _opt("--limit", st.integers(-1, 3).map(str)),
         _opt("--sample", st.integers(-1, 3).map(str)),
+        _opt("--cache", FILES),
         _flag("--resume"),
         ["--no-plots"],
     ),
@@ -208,6 +215,12 @@ ARGV = st.one_of(
     _argv(["bench"], _one(st.sampled_from(["check", "stats"])), _one(FILES)),
     _argv(["train", "grpo", "--config"], _one(FILES), _opt("--set", TEXT)),
     _argv(["train", "data", "--config"], _one(FILES), ["--out"], _one(OUTS)),
+    _argv(
+        ["data"],
+        _one(_mostly("list", "show")),
+        _one(_mostly("aime24", "hotpotqa", "nope")),
+        _opt("--cache-dir", OUTS),
+    ),
     # Anything at all: random tokens among real commands and flags.
     st.lists(
         st.sampled_from(

@@ -108,7 +108,12 @@ def make(
 def _read_all(paths: list[Path]) -> list[dict[str, Any]]:
     from masorch.masbench.export import data_files, read_records
 
-    return [rec for path in paths for f in data_files(path) for rec in read_records(f)]
+    records = [rec for path in paths for f in data_files(path) for rec in read_records(f)]
+    if not records:
+        raise UsageError(
+            f"no instances in {', '.join(map(str, paths))[:200]}", hint="make some with `masorch bench make`"
+        )
+    return records
 
 
 def _measure(fn: Callable[[list[dict[str, Any]]], T], records: list[dict[str, Any]]) -> T:
