@@ -20,6 +20,7 @@ from typing import Any
 
 from masorch.errors import UsageError
 from masorch.files import decode_text, read_bytes
+from masorch.redact import redact
 
 logger = logging.getLogger(__name__)
 
@@ -67,13 +68,8 @@ def read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
     return records, good_end
 
 
-#: Fields every sample record has, with their JSON types (what the report and resume index).
-_SAMPLE_FIELDS: dict[str, type | tuple[type, ...]] = {
-    "key": str,
-    "system": str,
-    "dataset": str,
-    "sample_id": str,
-}
+#: The string fields of every sample record (what the report and a resume index by).
+_SAMPLE_KEYS = ("key", "system", "dataset", "sample_id")
 
 
 def _shape_problem(record: Any, *, first: bool) -> str:
@@ -90,7 +86,7 @@ def _shape_problem(record: Any, *, first: bool) -> str:
                 return f"the header's {key} must be a list of objects with a name"
         return ""
     if kind == "sample":
-        bad = [k for k, t in _SAMPLE_FIELDS.items() if not isinstance(record.get(k), t)]
+        bad = [k for k in _SAMPLE_KEYS if not isinstance(record.get(k), str)]
         if bad:
             return f"a sample record lacks {', '.join(bad)}"
     return ""
@@ -152,7 +148,7 @@ class RunLog:
                     raise UsageError(
                         f"--resume with different {key} than the run in {path}",
                         hint=f"resume with the same flags, or use another --out directory ({key} "
-                        f"stored: {json.dumps(stored.get(key))[:300]})",
+                        f"stored: {redact(json.dumps(stored.get(key)))[:300]})",
                     )
             log = cls(path, stored, records[1:])
             log._write({"type": "resume", "time": time.time()})

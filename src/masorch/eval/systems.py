@@ -119,7 +119,7 @@ class SystemSpec:
         """A JSON-ready dict (stored in the run log's header); :func:`system_from_dict` inverts it.
 
         Model strings are redacted (:func:`masorch.redact.redact`): a key in a server URL stays out
-        of logs and reports.
+        of logs and reports, so the inverse has no credentials either.
         """
         out = asdict(self)
         for role in ("model", "orchestrator", "judge"):
