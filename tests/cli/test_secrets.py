@@ -177,3 +177,21 @@ def test_the_filter_redacts_messages_args_and_tracebacks():
 )
 def test_redact(text, clean):
     assert redact(text) == clean
+
+
+async def test_a_client_exception_quoting_a_url_is_redacted_in_the_trace():
+    from masorch.backends.base import GenerateConfig, Message
+    from masorch.backends.scripted import ScriptedBackend
+    from masorch.run.session import RunSession
+    from masorch.trace.writer import MemoryTrace
+
+    def fail(messages, config):
+        raise ValueError(f"cannot reach http://user:{CANARY}@10.0.0.1/v1")
+
+    trace = MemoryTrace()
+    with pytest.raises(ValueError):
+        await RunSession(trace=trace).complete(
+            ScriptedBackend(fail, name="s"), [Message("user", "hi")], GenerateConfig(), role="subagent"
+        )
+    [call] = [e for e in trace.events if e.type == "llm_call"]
+    assert call.error == "ValueError: cannot reach http://10.0.0.1/v1"

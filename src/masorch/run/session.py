@@ -15,6 +15,7 @@ from typing import Any
 
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message
 from masorch.errors import MasorchError
+from masorch.redact import redact
 from masorch.run.budget import Budget, CallRecord, CallRole, Ledger
 from masorch.run.result import RunResult
 from masorch.trace.events import EventBase, LlmCall, RunFinished, UsageSummary
@@ -136,6 +137,7 @@ class RunSession:
 
 
 def _describe(exc: BaseException) -> str:
-    """``code: message`` for a masorch error, ``Type: message`` for anything else."""
+    """``code: message`` for a masorch error, ``Type: message`` for anything else (URL credentials
+    redacted: a client exception may quote the URL it failed on)."""
     code = getattr(exc, "code", None)
-    return f"{code}: {exc}" if isinstance(exc, MasorchError) else f"{type(exc).__name__}: {exc}"
+    return redact(f"{code}: {exc}" if isinstance(exc, MasorchError) else f"{type(exc).__name__}: {exc}")
