@@ -40,8 +40,11 @@ def test_aliases_within_the_bound_still_load():
         "b": {"k": [1, 2]},
         "c": {"k": [1, 2]},
     }
-    wide = "[" + ", ".join(["1"] * (MAX_YAML_NODES - 10)) + "]"
-    assert len(load_yaml(wide)) == MAX_YAML_NODES - 10
+    wide = "[" + ", ".join(["1"] * 999) + "]"  # 1,000 nodes: the list and its items
+    assert len(load_yaml(wide, max_nodes=1000)) == 999
+    with pytest.raises(UsageError, match="more than 999 values"):
+        load_yaml(wide, max_nodes=999)
+    assert MAX_YAML_NODES >= 100_000  # a real config is far below this
 
 
 @pytest.mark.parametrize(
@@ -73,10 +76,10 @@ def test_a_config_over_the_size_cap_is_refused_before_parsing(tmp_path):
     ("text", "message"),
     [
         ("systems: [sas:cot]\ndefaults: 5", "defaults"),
-        ("systems: [{system: sas:cot, model: 5}]", "model must be a str"),
-        ("systems: [{system: sas:cot, model: m:x, budget: [1]}]", "budget must be a mapping"),
+        ("systems: [{system: sas:cot, model: 5}]", "model must be of type str"),
+        ("systems: [{system: sas:cot, model: m:x, budget: [1]}]", "budget must be of type mapping"),
         ("systems: [{system: sas:cot, model: m:x, agent_models: {sc: 3}}]", "agent_models"),
-        ("systems: [{system: sas:cot, model: m:x, repair: yes}]", "repair must be a int"),
+        ("systems: [{system: sas:cot, model: m:x, repair: yes}]", "repair must be of type int"),
         ("systems: [[1]]", "bad system entry"),
     ],
 )

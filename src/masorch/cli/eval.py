@@ -146,7 +146,8 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             from masorch.backends.registry import check_model_string
 
             # Before anything is written: a malformed model string may be a key in the wrong flag.
-            for spec in dict.fromkeys(m for s in specs for m in s.model_strings()):
+            judges = [scorer_judge] if scorer_judge else []
+            for spec in dict.fromkeys([*(m for s in specs for m in s.model_strings()), *judges]):
                 check_model_string(spec)
         sources = resolve_all(
             [d for item in data for d in item.split(",") if d],

@@ -233,7 +233,7 @@ def _check_type(key: str, value: Any, system: str) -> None:
     if not ok:
         names = " or ".join("mapping" if t is Mapping else t.__name__ for t in types)
         raise UsageError(
-            f"system {system[:60]!r}: {key} must be a {names}, got {type(value).__name__}",
+            f"system {system[:60]!r}: {key} must be of type {names}, got {type(value).__name__}",
             hint="see docs/eval.md for the systems file layout",
         )
 
