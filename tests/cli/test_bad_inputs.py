@@ -242,3 +242,16 @@ def test_run_trace_to_a_full_disk_is_a_run_error_after_the_answer(capsys):
     assert json.loads(captured.out)["answer"] == "5"
     assert captured.err.startswith("error: could not write the trace file /dev/full: No space left on device")
     assert "hint: " in captured.err
+
+
+def test_a_full_disk_during_eval_is_a_named_error_exit_1(files, tmp_path, capsys, monkeypatch):
+    from masorch.eval.log import RunLog
+
+    def full(self, record):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RunLog, "_write", full)
+    assert main([*EVAL, "--data", str(files["one"]), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "error: the file system refused a read or write: No space left on device" in err
+    assert "hint: " in err

@@ -68,11 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if isinstance(exc, UsageError) else 1
     except OSError as exc:
         # The file system refused (a full disk, a read-only or vanished path): name the file, exit 1.
-        where = f" {exc.filename}" if exc.filename else ""
+        what = f"cannot use {exc.filename}" if exc.filename else "the file system refused a read or write"
         _print_error(
-            err,
-            f"cannot use{where}: {exc.strerror or exc}",
-            "check the path, its permissions and the free space",
+            err, f"{what}: {exc.strerror or exc}", "check the path, its permissions and the free space"
         )
         return 1
     except typer.Exit as exc:
