@@ -69,11 +69,12 @@ class RunError(MasorchError):
 class BackendError(RunError):
     """An LLM backend call failed; ``retryable`` says whether trying again may help.
 
-    ``attempts`` is how many requests the backend sent before giving up (0 where it does not say).
+    ``attempts`` is how many requests the backend sent before giving up (None where it does not say;
+    the run's ledger then counts one).
     """
 
     code = "backend_error"
-    attempts: int = 0
+    attempts: int | None = None
 
 
 class BudgetExceeded(RunError):

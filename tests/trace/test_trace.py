@@ -92,7 +92,7 @@ def test_bad_lines_are_clear_errors(tmp_path, line, message):
 
 
 def test_missing_trace_file_is_a_usage_error(tmp_path):
-    with pytest.raises(UsageError, match="cannot read trace"):
+    with pytest.raises(UsageError, match="no such file"):
         read_trace(tmp_path / "absent.jsonl")
 
 

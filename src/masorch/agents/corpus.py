@@ -24,6 +24,7 @@ from pathlib import Path
 import bm25s
 
 from masorch.errors import UsageError
+from masorch.files import iter_lines, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -47,13 +48,8 @@ class Document:
 
 def read_documents(path: str | Path) -> list[Document]:
     """Read a JSONL corpus; a bad line is a usage error naming the file and line."""
-    path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"cannot read corpus {path}: {exc}", hint="pass an existing JSONL file") from exc
     documents: list[Document] = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in iter_lines(path, what="JSONL corpus"):
         if not line.strip():
             continue
         hint = 'each line must be a JSON object like {"id": "1", "title": "...", "text": "..."}'
@@ -129,7 +125,12 @@ class BM25Corpus:
         fingerprint = _fingerprint(path)
         meta_path = index_dir / _META
         if meta_path.is_file():
-            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            try:
+                meta = json.loads(read_text(meta_path, what="corpus index metadata", max_bytes=1 << 16))
+            except (UsageError, json.JSONDecodeError):
+                meta = None  # damaged: rebuilt below like a stale one
+            if not isinstance(meta, dict):
+                meta = {}
             if meta.get("format") == _FORMAT and meta.get("source_sha256") == fingerprint:
                 return cls.load(index_dir)
             logger.info("corpus index in %s is stale; rebuilding from %s", index_dir, path)

@@ -175,13 +175,15 @@ class CachedBackend:
                     hit, cached=True, attempts=0, latency_s=time.perf_counter() - start
                 )
             if self.mode == "replay":
-                raise BackendError(
+                miss = BackendError(
                     f"replay cache has no completion for {self.model_id} (request {key[:12]})",
                     hint="record the run first (cache mode read_write or record); model, messages and "
                     "sampling settings must match the recording exactly",
                     code="cache_miss",
                     retryable=False,
                 )
+                miss.attempts = 0  # no request was sent
+                raise miss
         pending = self._inflight.get(key)
         if pending is not None:
             try:

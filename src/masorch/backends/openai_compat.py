@@ -18,11 +18,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 from masorch.backends.base import Completion, GenerateConfig, Message, ToolCall, Usage
 from masorch.backends.chat import estimate_tokens, messages_payload, parse_chat_choice, tools_payload
 from masorch.errors import BackendError, UsageError
+from masorch.redact import redact, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +67,6 @@ class RetryPolicy:
         if retry_after_s is not None:
             wait = max(wait, min(retry_after_s, self.max_delay_s))
         return wait
-
-
-def redact_url(url: str) -> str:
-    """The URL without user info, query or fragment (where credentials may hide).
-
-    >>> redact_url("http://user:secret@host:8000/v1?key=abc")
-    'http://host:8000/v1'
-    """
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 class _AttemptFailed(Exception):
@@ -240,7 +228,9 @@ class OpenAIBackend:
     async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
         """One chat completion, retrying transient failures; raises :class:`BackendError` when it fails."""
         if not messages:
-            raise BackendError(f"{self._model_id}: no messages to send", hint="give at least one message")
+            empty = BackendError(f"{self._model_id}: no messages to send", hint="give at least one message")
+            empty.attempts = 0
+            raise empty
         body = self._request(messages, config)
         start = time.perf_counter()
         attempt = 0
@@ -251,6 +241,10 @@ class OpenAIBackend:
                 completion = self._parse(data, messages, config)
             except (BackendError, _AttemptFailed) as caught:
                 failure = caught if isinstance(caught, _AttemptFailed) else _AttemptFailed(caught)
+            except asyncio.CancelledError as cancelled:
+                # A node timeout or the deadline mid-call: the ledger still counts the requests sent.
+                cancelled.attempts = attempt  # type: ignore[attr-defined]
+                raise
             else:
                 return Completion(
                     text=completion.text,
@@ -278,7 +272,11 @@ class OpenAIBackend:
             log.info(
                 "%s: attempt %d failed (%s); retrying in %.2fs", self._model_id, attempt, exc.code, delay
             )
-            await asyncio.sleep(delay)
+            try:
+                await asyncio.sleep(delay)
+            except asyncio.CancelledError as cancelled:
+                cancelled.attempts = attempt  # type: ignore[attr-defined]
+                raise
 
     async def _send(self, client: Any, body: dict[str, Any]) -> Any:
         """One request; the decoded JSON body, or a BackendError saying whether a retry may help."""
@@ -314,7 +312,7 @@ class OpenAIBackend:
                 retryable=True,
             ) from None
         except openai.APIConnectionError as exc:
-            cause = self._redact(repr(exc.__cause__ or exc))[:200]
+            cause = redact(self._redact(repr(exc.__cause__ or exc)))[:200]
             where = redact_url(self.base_url) if self.base_url else "the default OpenAI endpoint"
             raise BackendError(
                 f"connection to {where} failed: {cause}",
@@ -327,7 +325,7 @@ class OpenAIBackend:
 
     def _status_error(self, exc: Any) -> _AttemptFailed:
         status = int(exc.status_code)
-        detail = self._redact(str(getattr(exc, "message", "") or exc))[:300]
+        detail = redact(self._redact(str(getattr(exc, "message", "") or exc)))[:300]
         retry_after: float | None = None
         header = exc.response.headers.get("retry-after") if exc.response is not None else None
         if header:

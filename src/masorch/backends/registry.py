@@ -25,6 +25,7 @@ from masorch.backends.cache import CACHE_MODES, CachedBackend, CacheMode, Respon
 from masorch.backends.models import ModelStore
 from masorch.backends.openai_compat import OpenAIBackend, Pricing, RetryPolicy, SchemaFormat, redact_url
 from masorch.errors import UsageError
+from masorch.redact import redact
 
 PROVIDERS: tuple[str, ...] = ("openai", "vllm", "local", "hf", "scripted")
 VLLM_KEY_ENV = "MASORCH_VLLM_API_KEY"
@@ -69,12 +70,8 @@ def make_backend(
     """The backend a ``provider:model`` string names (see the module docs); a UsageError if malformed."""
     settings = settings or BackendSettings()
     env = os.environ if env is None else env
-    provider, sep, rest = spec.partition(":")
-    if not sep or not rest:
-        raise UsageError(
-            f"model string {spec!r} is not provider:model",
-            hint=f"providers: {', '.join(PROVIDERS)}; e.g. openai:gpt-4o-mini or local:qwen2.5-coder-1.5b",
-        )
+    check_model_string(spec)
+    provider, _, rest = spec.partition(":")
     backend: Backend
     if provider == "openai":
         backend = OpenAIBackend(
@@ -96,25 +93,43 @@ def make_backend(
         from masorch.train.hf_backend import make_orchestrator
 
         backend = make_orchestrator(spec)
-    elif provider == "scripted":
+    else:  # "scripted": check_model_string has rejected every other provider
         raise UsageError(
             "scripted backends are built in code, not from a model string",
             hint="use masorch.backends.ScriptedBackend([...]) in tests",
-        )
-    else:
-        raise UsageError(
-            f"unknown model provider {provider!r} in {spec!r}", hint=f"use one of {', '.join(PROVIDERS)}"
         )
     if settings.cache_path is not None and settings.cache_mode != "off":
         backend = CachedBackend(backend, ResponseCache(settings.cache_path), settings.cache_mode)
     return backend
 
 
+def check_model_string(spec: str) -> None:
+    """A UsageError unless ``spec`` is ``provider:model`` with a known provider (nothing is built).
+
+    Messages never echo more than the provider and redacted URLs: a string in the wrong place may
+    be a key.
+
+    >>> check_model_string("openai:gpt-4o-mini")
+    """
+    provider, sep, rest = spec.partition(":")
+    if not sep or not rest:
+        raise UsageError(
+            "a model string is not provider:model",
+            hint=f"providers: {', '.join(PROVIDERS)}; e.g. openai:gpt-4o-mini or local:qwen2.5-coder-1.5b",
+        )
+    if provider not in PROVIDERS:
+        raise UsageError(
+            f"unknown model provider {redact(provider)[:40]!r}", hint=f"use one of {', '.join(PROVIDERS)}"
+        )
+
+
 def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backend:
     url, sep, model = rest.rpartition("#")
     example = "vllm:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct"
     if not sep or not url or not model:
-        raise UsageError(f"vllm model string 'vllm:{rest}' lacks '#<model>'", hint=f"e.g. {example}")
+        raise UsageError(
+            f"vllm model string {redact('vllm:' + rest)!r} lacks '#<model>'", hint=f"e.g. {example}"
+        )
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise UsageError(f"vllm server URL {redact_url(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
@@ -148,6 +163,6 @@ def _local(rest: str, settings: BackendSettings) -> Backend:
         # The full path names the model: two files with one stem must not share cache entries.
         return LocalBackend(file, name=str(file), settings=server)
     raise UsageError(
-        f"unknown local model {rest!r}",
+        f"unknown local model {redact(rest)!r}",
         hint=f"use an embedded model ({', '.join(store.catalogue)}) or the path of a .gguf file",
     )

@@ -5,8 +5,9 @@ from __future__ import annotations
 import itertools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -14,6 +15,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from masorch.errors import RunError, UsageError
+
+T = TypeVar("T")
 
 bench_app = typer.Typer(help="Make, check and describe MASBench tasks.", no_args_is_help=True)
 
@@ -105,7 +108,24 @@ def make(
 def _read_all(paths: list[Path]) -> list[dict[str, Any]]:
     from masorch.masbench.export import data_files, read_records
 
-    return [rec for path in paths for f in data_files(path) for rec in read_records(f)]
+    records = [rec for path in paths for f in data_files(path) for rec in read_records(f)]
+    if not records:
+        raise UsageError(
+            f"no instances in {', '.join(map(str, paths))[:200]}", hint="make some with `masorch bench make`"
+        )
+    return records
+
+
+def _measure(fn: Callable[[list[dict[str, Any]]], T], records: list[dict[str, Any]]) -> T:
+    """``fn(records)``; a record missing a nested field or of the wrong shape is a UsageError."""
+    try:
+        return fn(records)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # The readers check the top-level fields; deeper ones are only read here.
+        raise UsageError(
+            f"a record is not a complete MASBench instance ({type(exc).__name__}: {str(exc)[:120]})",
+            hint="check files written by `masorch bench make`; hand-edited records lose fields",
+        ) from None
 
 
 @bench_app.command("check")
@@ -118,7 +138,7 @@ def check(
     from masorch.masbench.check import check_records
 
     console = Console()
-    report = check_records(_read_all(paths))
+    report = _measure(check_records, _read_all(paths))
     splits = ", ".join(f"{k}: {v}" for k, v in sorted(report.by_split.items()))
     console.print(f"checked {report.n} instances ({splits})", highlight=False)
     for line in report.problems[:50]:
@@ -145,7 +165,7 @@ def stats_cmd(
     """Counts per axis value, answer histogram, measured-axis ranges and question lengths."""
     from masorch.masbench.check import stats
 
-    st = stats(_read_all(paths))
+    st = _measure(stats, _read_all(paths))
     console = Console()
     if as_json:
         console.print_json(json.dumps(st))

@@ -20,7 +20,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from masorch.errors import UsageError
 from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
+from masorch.eval.log import check_run_dir
 from masorch.eval.report import write_report
+from masorch.eval.scoring import scorer_names
 from masorch.eval.sources import resolve_all
 from masorch.eval.systems import SystemSpec, budget_from, load_systems_file, parse_systems
 
@@ -124,6 +126,11 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         traces: bool = typer.Option(True, "--traces/--no-traces", help="Write DIR/traces.jsonl."),
     ) -> None:
         """Run every system on every sample of every dataset; write the log, then the report."""
+        check_run_dir(out)
+        if scorer is not None and scorer not in scorer_names():
+            raise UsageError(
+                f"unknown --scorer {scorer[:40]!r}", hint=f"use one of: {', '.join(scorer_names())}"
+            )
         budget = {"calls": budget_calls, "tokens": budget_tokens, "cost": budget_cost}
         budget = {k: v for k, v in budget.items() if v is not None}
         defaults: dict[str, Any] = {
@@ -140,6 +147,13 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         specs = _systems(
             systems, config, {k: v for k, v in defaults.items() if v is not None} | {"model": model}
         )
+        if env_factory is None:
+            from masorch.backends.registry import check_model_string
+
+            # Before anything is written: a malformed model string may be a key in the wrong flag.
+            judges = [scorer_judge] if scorer_judge else []
+            for spec in dict.fromkeys([*(m for s in specs for m in s.model_strings()), *judges]):
+                check_model_string(spec)
         sources = resolve_all(
             [d for item in data for d in item.split(",") if d],
             limit=limit,

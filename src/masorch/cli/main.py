@@ -9,9 +9,11 @@ import sys
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 import masorch
 from masorch.errors import MasorchError, UsageError
+from masorch.redact import install_log_redaction, redact
 
 _NOT_COMMANDS = {"main", "common"}
 
@@ -34,6 +36,8 @@ def build_app() -> typer.Typer:
         logging.basicConfig(
             level=logging.DEBUG if verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
         )
+        # Every record (the HTTP client's debug lines with their URLs too) loses URL credentials.
+        install_log_redaction()
         if version:
             typer.echo(masorch.__version__)
             raise typer.Exit(0)
@@ -60,10 +64,15 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(code, int) and code:
             return code
     except MasorchError as exc:
-        err.print(f"[bold red]error[/]: {exc.message}", highlight=False)
-        if exc.hint:
-            err.print(f"[bold]hint[/]: {exc.hint}", highlight=False)
+        _print_error(err, exc.message, exc.hint)
         return 2 if isinstance(exc, UsageError) else 1
+    except OSError as exc:
+        # The file system refused (a full disk, a read-only or vanished path): name the file, exit 1.
+        what = f"cannot use {exc.filename}" if exc.filename else "the file system refused a read or write"
+        _print_error(
+            err, f"{what}: {exc.strerror or exc}", "check the path, its permissions and the free space"
+        )
+        return 1
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except (typer.Abort, KeyboardInterrupt):
@@ -77,6 +86,14 @@ def main(argv: list[str] | None = None) -> int:
             err.print(f"error: {exc}", highlight=False)
         return int(getattr(exc, "exit_code", 2))
     return 0
+
+
+def _print_error(err: Console, message: str, hint: str) -> None:
+    # Printed as text, not markup (a path may hold "[...]"), unwrapped (one line each, for grep and
+    # scripts) and with URL credentials redacted.
+    err.print(Text.assemble(("error", "bold red"), f": {redact(message)}"), soft_wrap=True)
+    if hint:
+        err.print(Text.assemble(("hint", "bold"), f": {redact(hint)}"), soft_wrap=True)
 
 
 if __name__ == "__main__":

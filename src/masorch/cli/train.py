@@ -19,14 +19,14 @@ from masorch.errors import UsageError
 
 
 def _overrides(items: list[str]) -> dict[str, Any]:
-    import yaml
+    from masorch.files import load_yaml
 
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise UsageError(f"--set {item!r} is not KEY=VALUE", hint="e.g. --set max_steps=5")
-        out[key.strip()] = yaml.safe_load(value)
+        out[key.strip()] = load_yaml(value, what=f"--set {key.strip()[:40]} value")
     return out
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 import typer
@@ -14,6 +13,7 @@ from rich.text import Text
 
 from masorch.agents.signatures import builtin_catalogue
 from masorch.errors import UsageError
+from masorch.files import read_text
 from masorch.plan import CheckResult, DoM, check
 from masorch.plan.parse import DialectChoice
 
@@ -21,23 +21,9 @@ _DIALECTS: tuple[DialectChoice, ...] = ("auto", "calls", "json", "xml")
 
 
 def _read(file: str) -> str:
-    if file == "-":
-        if sys.stdin.isatty():  # nothing piped in: waiting for typed input would look like a hang
-            raise UsageError(
-                "no plan given", hint="give a plan file, or pipe a plan into `masorch validate -`"
-            )
-        return sys.stdin.read()
-    path = Path(file)
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise UsageError(
-            f"no such file: {file}", hint="give the path of a plan file, or - for stdin"
-        ) from exc
-    except IsADirectoryError as exc:
-        raise UsageError(f"{file} is a directory", hint="give the path of a plan file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"cannot read {file}: {exc}", hint="give a readable UTF-8 text file") from exc
+    if file == "-" and sys.stdin.isatty():  # nothing piped in: waiting for typed input would look like a hang
+        raise UsageError("no plan given", hint="give a plan file, or pipe a plan into `masorch validate -`")
+    return read_text(file, what="plan file")
 
 
 def _dialect(value: str) -> DialectChoice:

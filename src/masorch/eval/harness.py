@@ -37,6 +37,7 @@ from masorch.eval.log import HARNESS_FAILED, RunLog, sample_key
 from masorch.eval.sources import DataSource
 from masorch.eval.systems import SystemSpec
 from masorch.plan import DoM
+from masorch.redact import redact
 from masorch.run.executor import Executor, RoleBackends
 from masorch.run.orchestrate import OrchestrateOptions, orchestrate
 from masorch.run.result import RunResult
@@ -390,7 +391,7 @@ async def _run_local_env(
                 except MasorchError:
                     raise
                 except Exception as exc:  # not a usage error: each sample records it as `failed`
-                    logger.warning("backend %s could not be built: %s", model, exc)
+                    logger.warning("backend %s could not be built: %s", redact(model), redact(str(exc)))
         await run_local(items, env, record, concurrency=concurrency)
     finally:
         await env.aclose()

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import UsageError
+from masorch.files import decode_text, read_bytes
+from masorch.redact import redact
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +28,8 @@ LOG_FILE = "log.jsonl"
 LOG_VERSION = 1
 #: Statuses of a sample that did not produce a scored answer because the harness itself failed.
 HARNESS_FAILED = "failed"
+#: The largest run log read back (a 16,000-sample run is about 40 MB).
+MAX_LOG_BYTES = 1 << 30
 
 
 def sample_key(system: str, dataset: str, sample_id: str) -> str:
@@ -44,7 +48,7 @@ def read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
     kill mid-write): they are left out. A complete line that is not JSON is a UsageError (the log
     was edited or corrupted).
     """
-    data = path.read_bytes()
+    data = read_bytes(path, what="run log", max_bytes=MAX_LOG_BYTES)
     good_end = data.rfind(b"\n") + 1
     if good_end < len(data):
         logger.warning("dropping a torn last line of %s (%d bytes)", path, len(data) - good_end)
@@ -52,14 +56,48 @@ def read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
     for number, raw in enumerate(data[:good_end].split(b"\n")[:-1], start=1):
         if not raw.strip():
             continue
+        hint = "the run log was edited or corrupted; start a new --out directory"
         try:
-            records.append(json.loads(raw))
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"{path} line {number} is not JSON: {exc}",
-                hint="the run log was edited or corrupted; start a new --out directory",
-            ) from exc
+            record = json.loads(decode_text(raw, f"{path} (line {number})", "run log"))
+        except (json.JSONDecodeError, RecursionError) as exc:
+            raise UsageError(f"{path} line {number} is not JSON: {exc}", hint=hint) from None
+        problem = _shape_problem(record, first=not records)
+        if problem:
+            raise UsageError(f"{path} line {number}: {problem}", hint=hint)
+        records.append(record)
     return records, good_end
+
+
+#: The string fields of every sample record (what the report and a resume index by).
+_SAMPLE_KEYS = ("key", "system", "dataset", "sample_id")
+
+
+def _shape_problem(record: Any, *, first: bool) -> str:
+    """Why ``record`` is not a run-log line ('' when it is one)."""
+    if not isinstance(record, dict):
+        return "a record must be a JSON object"
+    kind = record.get("type")
+    if first and kind == "header":
+        for key in ("systems", "datasets"):
+            items = record.get(key, [])
+            if not isinstance(items, list) or not all(
+                isinstance(i, dict) and isinstance(i.get("name"), str) for i in items
+            ):
+                return f"the header's {key} must be a list of objects with a name"
+        return ""
+    if kind == "sample":
+        bad = [k for k in _SAMPLE_KEYS if not isinstance(record.get(k), str)]
+        if bad:
+            return f"a sample record lacks {', '.join(bad)}"
+    return ""
+
+
+def check_run_dir(directory: Path) -> None:
+    """A UsageError unless ``directory`` is a directory or does not exist yet (a run can go there)."""
+    if directory.exists() and not directory.is_dir():
+        raise UsageError(
+            f"{directory} is a file, not a run directory", hint="give --out a new or existing directory"
+        )
 
 
 class RunLog:
@@ -82,7 +120,14 @@ class RunLog:
         Without ``resume`` an existing non-empty log is a UsageError (never overwritten). With it,
         the stored header's ``systems`` and ``datasets`` must equal ``header``'s.
         """
-        directory.mkdir(parents=True, exist_ok=True)
+        check_run_dir(directory)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UsageError(
+                f"cannot make the run directory {directory}: {exc.strerror or exc}",
+                hint="give --out a writable directory",
+            ) from None
         path = directory / LOG_FILE
         head = {"type": "header", "version": LOG_VERSION, **header}
         if path.exists() and path.stat().st_size > 0:
@@ -103,7 +148,7 @@ class RunLog:
                     raise UsageError(
                         f"--resume with different {key} than the run in {path}",
                         hint=f"resume with the same flags, or use another --out directory ({key} "
-                        f"stored: {json.dumps(stored.get(key))[:300]})",
+                        f"stored: {redact(json.dumps(stored.get(key)))[:300]})",
                     )
             log = cls(path, stored, records[1:])
             log._write({"type": "resume", "time": time.time()})

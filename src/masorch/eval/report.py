@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from masorch.eval.log import RunLog
+from masorch.errors import UsageError
+from masorch.eval.log import LOG_FILE, RunLog
 from masorch.eval.metrics import ALPHA, N_BOOT, Interval, bootstrap_mean, mean, paired_difference
 
 REPORT_FILE = "report.md"
@@ -108,7 +109,7 @@ def summarize(
     # them so that the bootstrap sees the same sequence, and the report is a function of the content.
     records = sorted(records, key=lambda r: (str(r["dataset"]), str(r["sample_id"]), str(r["system"])))
     systems = [s["name"] for s in header.get("systems", [])]
-    modes = {s["name"]: s["mode"] for s in header.get("systems", [])}
+    modes = {s["name"]: s.get("mode") for s in header.get("systems", [])}
     datasets = [d["name"] for d in header.get("datasets", [])]
     for r in records:  # records of systems or datasets the header does not list still show up
         if r["system"] not in systems:
@@ -223,7 +224,14 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
 def write_report(directory: Path, *, plots: bool = True, n_boot: int = N_BOOT, seed: int = 0) -> Path:
     """Rebuild ``report.md`` (and, with ``plots`` and matplotlib, ``plots/``) from ``log.jsonl``."""
     header, records = RunLog.read(directory)
-    summary = summarize(header, records, n_boot=n_boot, seed=seed)
+    try:
+        summary = summarize(header, records, n_boot=n_boot, seed=seed)
+    except (KeyError, TypeError, ValueError) as exc:
+        # RunLog.read checks each line's shape; a value of the wrong type shows up only here.
+        raise UsageError(
+            f"{directory / LOG_FILE} holds a malformed record ({type(exc).__name__}: {str(exc)[:120]})",
+            hint="the run log was edited or corrupted; rerun into a new --out directory",
+        ) from None
     written: list[str] = []
     if plots:
         from masorch.eval.plots import write_plots

@@ -71,6 +71,13 @@ class MasbenchScorer:
         )
 
 
+def scorer_names() -> tuple[str, ...]:
+    """Every scorer name :func:`make_scorer` knows: ``masbench`` and the :mod:`masorch.score` registry."""
+    from masorch.score.scorer import SCORERS
+
+    return ("masbench", *SCORERS)
+
+
 def make_scorer(name: str, **options: Any) -> Any:
     """A scorer by name: ``masbench`` (here) or any name of the :mod:`masorch.score` registry."""
     if name == "masbench":

@@ -117,6 +117,13 @@ def resolve(
 def resolve_all(specs: Sequence[str], **kwargs: Any) -> list[DataSource]:
     """:func:`resolve` for each spec; labels must be distinct."""
     sources = [resolve(s, **kwargs) for s in specs]
+    for src in sources:
+        if not src.samples:
+            raise UsageError(
+                f"--data {src.name!r} has no samples ({src.origin})",
+                hint="check that the file holds records, and that --limit/--sample are not 0",
+                code="empty_dataset",
+            )
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
         raise UsageError(f"two --data entries share a label: {names}", hint="rename one of the files")

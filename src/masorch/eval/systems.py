@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from masorch.errors import UsageError
+from masorch.files import MAX_YAML_BYTES, load_yaml, read_text
+from masorch.redact import redact
 from masorch.run.budget import Budget
 
 SAS_KINDS: tuple[str, ...] = ("cot", "sc", "debate", "reflexion", "search")
@@ -114,9 +116,16 @@ class SystemSpec:
         return list(dict.fromkeys(names))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (stored in the run log's header); :func:`system_from_dict` inverts it."""
+        """A JSON-ready dict (stored in the run log's header); :func:`system_from_dict` inverts it.
+
+        Model strings are redacted (:func:`masorch.redact.redact`): a key in a server URL stays out
+        of logs and reports, so the inverse has no credentials either.
+        """
         out = asdict(self)
-        out["agent_models"] = dict(self.agent_models)
+        for role in ("model", "orchestrator", "judge"):
+            if isinstance(out[role], str):
+                out[role] = redact(out[role])
+        out["agent_models"] = {k: redact(v) for k, v in self.agent_models.items()}
         out["params"] = dict(self.params)
         return out
 
@@ -179,7 +188,8 @@ def _entry(entry: Any, defaults: Mapping[str, Any]) -> SystemSpec:
         entry = {"system": entry}
     if not isinstance(entry, Mapping) or "system" not in entry:
         raise UsageError(
-            f"bad system entry {entry!r}", hint="each entry is 'sas:cot' or a mapping with a `system:` key"
+            f"bad system entry {str(entry)[:80]!r}",
+            hint="each entry is 'sas:cot' or a mapping with a `system:` key",
         )
     merged = {**defaults, **{k: v for k, v in entry.items() if k != "system"}}
     unknown = sorted(set(merged) - set(_FIELDS))
@@ -188,22 +198,53 @@ def _entry(entry: Any, defaults: Mapping[str, Any]) -> SystemSpec:
             f"unknown keys in system {entry['system']!r}: {', '.join(unknown)}",
             hint=f"allowed: {', '.join(_FIELDS)}",
         )
+    for key, value in merged.items():
+        _check_type(key, value, str(entry["system"]))
     merged["budget"] = budget_from(merged.get("budget"))
     merged["agent_models"] = dict(merged.get("agent_models") or {})
     merged["params"] = dict(merged.get("params") or {})
     return parse_system(str(entry["system"]), **merged)
 
 
+_TYPES: dict[str, tuple[type, ...]] = {
+    "name": (str,),
+    "model": (str,),
+    "orchestrator": (str,),
+    "judge": (str,),
+    "dialect": (str,),
+    "agent_models": (Mapping,),
+    "params": (Mapping,),
+    "budget": (Mapping,),
+    "repair": (int,),
+    "plan_tokens": (int,),
+    "timeout_s": (int, float),
+    "node_timeout_s": (int, float),
+}
+
+
+def _check_type(key: str, value: Any, system: str) -> None:
+    """A YAML value of the wrong type is a UsageError naming the system and key (None means unset)."""
+    types = _TYPES.get(key)
+    if value is None or types is None:
+        return
+    ok = isinstance(value, types) and not isinstance(value, bool)
+    if ok and key == "agent_models":
+        ok = all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+    if not ok:
+        names = " or ".join("mapping" if t is Mapping else t.__name__ for t in types)
+        raise UsageError(
+            f"system {system[:60]!r}: {key} must be of type {names}, got {type(value).__name__}",
+            hint="see docs/eval.md for the systems file layout",
+        )
+
+
 def systems_from_yaml(text: str, **overrides: Any) -> list[SystemSpec]:
     """The systems of a YAML config (see the module docs); ``overrides`` replace its defaults."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise UsageError(f"the systems file is not valid YAML: {exc}", hint="check its indentation") from exc
+    data = load_yaml(text, what="systems file")
     if not isinstance(data, Mapping) or not isinstance(data.get("systems"), list):
         raise UsageError("the systems file has no `systems:` list", hint="see docs/eval.md for the layout")
+    if not isinstance(data.get("defaults") or {}, Mapping):
+        raise UsageError("the systems file's `defaults:` is not a mapping", hint="write key: value lines")
     defaults = dict(data.get("defaults") or {})
     defaults.update({k: v for k, v in overrides.items() if v is not None})
     return check_unique([_entry(e, defaults) for e in data["systems"]])
@@ -211,8 +252,4 @@ def systems_from_yaml(text: str, **overrides: Any) -> list[SystemSpec]:
 
 def load_systems_file(path: Path, **overrides: Any) -> list[SystemSpec]:
     """:func:`systems_from_yaml` of a file; a missing file is a UsageError."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"cannot read systems file {path}: {exc}", hint="check the path") from exc
-    return systems_from_yaml(text, **overrides)
+    return systems_from_yaml(read_text(path, what="systems file", max_bytes=MAX_YAML_BYTES), **overrides)

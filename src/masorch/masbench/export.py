@@ -8,15 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import UsageError
+from masorch.files import iter_lines
 
 FORMATS = (".jsonl", ".parquet")
 
 
-def check_format(path: Path) -> str:
-    """The file suffix if it is a supported format, else a usage error."""
+def check_format(path: Path, action: str = "write") -> str:
+    """The file suffix if it is a supported format, else a usage error (``action``: write or read)."""
     if path.suffix not in FORMATS:
         raise UsageError(
-            f"cannot write {path.name!r}: unknown format", hint="name the file *.jsonl or *.parquet"
+            f"cannot {action} {path.name!r}: unknown format",
+            hint="name the file *.jsonl or *.parquet"
+            if action == "write"
+            else "give a .jsonl or .parquet file",
         )
     return path.suffix
 
@@ -147,23 +151,55 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
     """Read full records back from a .jsonl or .parquet file written by :func:`write_records`."""
     if not path.is_file():
         raise UsageError(f"no such file: {path}", hint="give the path of a .jsonl or .parquet file")
-    suffix = check_format(path)
+    suffix = check_format(path, "read")
     if suffix == ".jsonl":
-        with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                if line.strip():
-                    try:
-                        yield json.loads(line)
-                    except json.JSONDecodeError as exc:
-                        raise UsageError(
-                            f"{path}:{lineno}: not JSON ({exc})", hint="is it a MASBench file?"
-                        ) from None
+        for lineno, line in iter_lines(path, what="MASBench file"):
+            if line.strip():
+                try:
+                    rec = json.loads(line)
+                except (json.JSONDecodeError, RecursionError) as exc:
+                    raise UsageError(
+                        f"{path}:{lineno}: not JSON ({exc})", hint="is it a MASBench file?"
+                    ) from None
+                yield _record(rec, f"{path}:{lineno}")
         return
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path, columns=["extra_info"])
-    for info in table.column("extra_info").to_pylist():
-        yield json.loads(info["record"])
+    try:
+        table = pq.read_table(path, columns=["extra_info"])
+        infos = table.column("extra_info").to_pylist()
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        raise UsageError(
+            f"{path} is not a MASBench parquet file: {str(exc)[:200]}",
+            hint="give a file written by `masorch bench make`",
+        ) from None
+    for row, info in enumerate(infos):
+        where = f"{path} row {row}"
+        try:
+            rec = json.loads(info["record"])
+        except (TypeError, KeyError, ValueError, RecursionError):
+            raise UsageError(
+                f"{where}: no MASBench record in extra_info",
+                hint="give a file written by `masorch bench make`",
+            ) from None
+        yield _record(rec, where)
+
+
+#: The fields every MASBench record has (the readers check them so consumers can index them).
+REQUIRED_FIELDS = ("id", "question", "answers", "ground_truth")
+
+
+def _record(rec: Any, where: str) -> dict[str, Any]:
+    if not isinstance(rec, dict):
+        raise UsageError(f"{where}: a record must be a JSON object", hint="is it a MASBench file?")
+    missing = [k for k in REQUIRED_FIELDS if k not in rec]
+    if missing:
+        raise UsageError(
+            f"{where}: not a MASBench record (no {', '.join(missing)})",
+            hint="give a file written by `masorch bench make`",
+        )
+    return rec
 
 
 def data_files(path: Path) -> list[Path]:

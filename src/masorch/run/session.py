@@ -15,6 +15,7 @@ from typing import Any
 
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message
 from masorch.errors import MasorchError
+from masorch.redact import redact
 from masorch.run.budget import Budget, CallRecord, CallRole, Ledger
 from masorch.run.result import RunResult
 from masorch.trace.events import EventBase, LlmCall, RunFinished, UsageSummary
@@ -88,6 +89,8 @@ class RunSession:
         except BaseException as exc:
             # Recorded (the call was made and may have cost something), then re-raised unchanged.
             cancelled = isinstance(exc, asyncio.CancelledError)
+            # The requests really sent (retries included) when the backend says, else the one call.
+            attempts = getattr(exc, "attempts", None)
             self._record(
                 CallRecord(
                     role,
@@ -96,6 +99,7 @@ class RunSession:
                     latency_s=time.monotonic() - t0,
                     status="cancelled" if cancelled else "error",
                     error="cancelled" if cancelled else _describe(exc),
+                    attempts=attempts if isinstance(attempts, int) else 1,
                 )
             )
             raise
@@ -133,6 +137,7 @@ class RunSession:
 
 
 def _describe(exc: BaseException) -> str:
-    """``code: message`` for a masorch error, ``Type: message`` for anything else."""
+    """``code: message`` for a masorch error, ``Type: message`` for anything else (URL credentials
+    redacted: a client exception may quote the URL it failed on)."""
     code = getattr(exc, "code", None)
-    return f"{code}: {exc}" if isinstance(exc, MasorchError) else f"{type(exc).__name__}: {exc}"
+    return redact(f"{code}: {exc}" if isinstance(exc, MasorchError) else f"{type(exc).__name__}: {exc}")

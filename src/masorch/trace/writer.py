@@ -9,7 +9,8 @@ from typing import IO, Protocol
 
 from pydantic import ValidationError
 
-from masorch.errors import UsageError
+from masorch.errors import RunError, UsageError
+from masorch.files import iter_lines
 from masorch.trace.events import EVENT_ADAPTER, SCHEMA_VERSION, Event
 
 
@@ -71,19 +72,39 @@ class TraceWriter:
             raise UsageError(
                 f"cannot open trace file {self.path}: {exc.strerror}", hint="pass a writable --trace path"
             ) from exc
+        self._error: OSError | None = None
 
     def emit(self, event: Event) -> None:
-        """Write the event as one JSON line and flush."""
+        """Write the event as one JSON line and flush.
+
+        A write the file system refuses (a full disk) does not stop the run: the writer stops writing,
+        and :meth:`close` raises a :class:`RunError` saying why the trace is incomplete.
+        """
         if self._file is None:
             raise UsageError(f"trace file {self.path} is closed", hint="emit events before close()")
-        self._file.write(event.model_dump_json() + "\n")
-        self._file.flush()
+        if self._error is not None:
+            return
+        try:
+            self._file.write(event.model_dump_json() + "\n")
+            self._file.flush()
+        except OSError as exc:
+            self._error = exc
 
     def close(self) -> None:
-        """Close the file (idempotent)."""
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        """Close the file (idempotent); a RunError if an event could not be written."""
+        if self._file is None:
+            return
+        file, self._file = self._file, None
+        try:
+            file.close()
+        except OSError as exc:  # the buffered tail failed to flush; the descriptor is closed anyway
+            self._error = self._error or exc
+        if self._error is not None:
+            raise RunError(
+                f"could not write the trace file {self.path}: {self._error.strerror or self._error}",
+                hint="free space on its disk or pass another --trace path; the trace is incomplete",
+                code="trace_write_failed",
+            )
 
     def __enter__(self) -> TraceWriter:
         return self
@@ -95,12 +116,8 @@ class TraceWriter:
 def read_trace(path: str | Path) -> list[Event]:
     """Every event of a JSONL trace, typed; a bad line or unknown schema version is a UsageError."""
     p = Path(path)
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise UsageError(f"cannot read trace {p}: {exc.strerror}", hint="check the path") from exc
     events: list[Event] = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in iter_lines(p, what="trace"):
         if not line.strip():
             continue
         try:

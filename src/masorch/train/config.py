@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import UsageError
+from masorch.files import load_yaml_file
 from masorch.score.rewards import DEFAULT_WEIGHTS
 
 #: The values of ``TrainConfig.precision``.
@@ -235,15 +236,10 @@ def from_dict(cls: type[T], data: Mapping[str, Any], where: str = "config") -> T
 
 def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
     """Read a YAML training config; ``overrides`` (top-level keys) win over the file."""
-    import yaml
-
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"no such config file: {p}", hint="give the path of a YAML file")
-    try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        raise UsageError(f"{p} is not valid YAML: {exc}", hint="fix the YAML syntax") from None
+    data = load_yaml_file(p, what="training config") or {}
     if not isinstance(data, dict):
         raise UsageError(f"{p} must hold a YAML mapping", hint="write key: value lines")
     data.update(overrides or {})

@@ -16,8 +16,12 @@ from masorch.eval.datasets.parse import iter_corpus, parse_hotpotqa, parse_mmath
 from masorch.eval.datasets.pull import Progress, PullReport, atomic_writer, cache_root, is_cached, pull_source
 from masorch.eval.datasets.registry import CORPUS_FILE, get_spec
 from masorch.eval.datasets.types import DatasetSpec, HubSource, Sample
+from masorch.files import read_text
 
 log = logging.getLogger(__name__)
+
+#: The largest dataset file read whole (HotpotQA's dev set is about 45 MB).
+MAX_DATASET_BYTES = 1 << 30
 
 
 def _spec(dataset: str | DatasetSpec) -> DatasetSpec:
@@ -147,8 +151,8 @@ def _cached_member(spec: DatasetSpec, cache_dir: str | Path | None) -> Path:
 
 def _read_json(path: Path) -> list[Any]:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(read_text(path, what="dataset file", max_bytes=MAX_DATASET_BYTES))
+    except (UsageError, json.JSONDecodeError, RecursionError) as exc:
         raise UsageError(
             f"cannot read {path}: {exc}", hint="pull the dataset again with --force", code="data_format"
         ) from exc

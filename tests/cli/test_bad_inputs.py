@@ -1,0 +1,257 @@
+"""The regression corpus of issue 13 (item 3): every bad CLI input ends with a named error, a fix hint
+and exit code 2 (usage) or 1 (the run failed), never a traceback or a silent 0/0 run."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from masorch.backends.loopback import LoopbackServer
+from masorch.cli.main import main
+
+BINARY = bytes(range(256)) * 8 + b"\x00\xff\xfe" * 100
+RECORD = {"id": "s1", "question": "What is 1 plus 2?", "answers": [3], "ground_truth": "3"}
+SYSTEMS_YAML = "defaults: {model: nope:x}\nsystems: [sas:cot]\n"
+
+
+def alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """The billion-laughs YAML: a few hundred bytes that expand to width**levels values."""
+    lines = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for i in range(1, levels):
+        refs = ", ".join([f"*a{i - 1}"] * width)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    return "\n".join(lines) + f"\nsystems: [sas:cot]\nbomb: *a{levels - 1}\n"
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> dict[str, Path]:
+    """Bad and good inputs in a temporary directory."""
+    out = {
+        "binary": tmp_path / "blob.bin",
+        "binary_jsonl": tmp_path / "blob.jsonl",
+        "binary_yaml": tmp_path / "blob.yaml",
+        "binary_parquet": tmp_path / "blob.parquet",
+        "empty_jsonl": tmp_path / "empty.jsonl",
+        "garbage_json": tmp_path / "garbage.jsonl",
+        "not_records": tmp_path / "numbers.jsonl",
+        "one": tmp_path / "one.jsonl",
+        "a_file": tmp_path / "a_file",
+        "bomb": tmp_path / "bomb.yaml",
+        "systems": tmp_path / "systems.yaml",
+        "garbage_log_dir": tmp_path / "garbage_run",
+        "binary_log_dir": tmp_path / "binary_run",
+        "shapeless_log_dir": tmp_path / "shapeless_run",
+    }
+    for key in ("binary", "binary_jsonl", "binary_yaml", "binary_parquet"):
+        out[key].write_bytes(BINARY)
+    out["empty_jsonl"].write_text("")
+    out["garbage_json"].write_text("{not json\n")
+    out["not_records"].write_text("1\n[2]\n")
+    out["one"].write_text(json.dumps(RECORD) + "\n")
+    out["a_file"].write_text("I am a file")
+    out["bomb"].write_text(alias_bomb())
+    out["systems"].write_text(SYSTEMS_YAML)
+    for key, content in (
+        ("garbage_log_dir", b"garbage\nmore garbage\n"),
+        ("binary_log_dir", BINARY + b"\n"),
+        ("shapeless_log_dir", b'{"type": "header", "systems": [], "datasets": []}\n{"type": "sample"}\n'),
+    ):
+        out[key].mkdir()
+        (out[key] / "log.jsonl").write_bytes(content)
+    return out
+
+
+Case = Callable[[dict[str, Path], Path], list[str]]
+EVAL = ["eval", "run", "--systems", "sas:cot", "--model", "vllm:http://127.0.0.1:9/v1#m"]
+
+# (name, argv from the files and a scratch dir, expected exit code, text the error must contain)
+CASES: list[tuple[str, Case, int, str]] = [
+    ("validate /dev/zero", lambda f, d: ["validate", "/dev/zero"], 2, "larger than"),
+    ("validate binary", lambda f, d: ["validate", str(f["binary"])], 2, "is binary"),
+    ("validate a directory", lambda f, d: ["validate", str(d)], 2, "is a directory"),
+    ("run --corpus binary", lambda f, d: ["run", "q", "--corpus", str(f["binary_jsonl"])], 2, "is binary"),
+    ("run --corpus not documents", lambda f, d: ["run", "q", "--corpus", str(f["one"])], 2, "needs a string"),
+    ("run --corpus /dev/zero", lambda f, d: ["run", "q", "--corpus", "/dev/zero"], 2, "no corpus"),
+    (
+        "eval run binary config",
+        lambda f, d: [
+            "eval",
+            "run",
+            "--data",
+            str(f["one"]),
+            "--out",
+            str(d / "o"),
+            "--config",
+            str(f["binary_yaml"]),
+        ],
+        2,
+        "is binary",
+    ),
+    (
+        "eval run binary dataset",
+        lambda f, d: [*EVAL, "--data", str(f["binary_jsonl"]), "--out", str(d / "o")],
+        2,
+        "is binary",
+    ),
+    (
+        "eval run binary parquet",
+        lambda f, d: [*EVAL, "--data", str(f["binary_parquet"]), "--out", str(d / "o")],
+        2,
+        "not a MASBench parquet",
+    ),
+    (
+        "eval run garbage JSONL",
+        lambda f, d: [*EVAL, "--data", str(f["garbage_json"]), "--out", str(d / "o")],
+        2,
+        "not JSON",
+    ),
+    (
+        "eval run JSON that is not records",
+        lambda f, d: [*EVAL, "--data", str(f["not_records"]), "--out", str(d / "o")],
+        2,
+        "must be a JSON object",
+    ),
+    (
+        "eval run empty dataset",
+        lambda f, d: [*EVAL, "--data", str(f["empty_jsonl"]), "--out", str(d / "o")],
+        2,
+        "no samples",
+    ),
+    (
+        "eval run --limit 0",
+        lambda f, d: [*EVAL, "--data", str(f["one"]), "--limit", "0", "--out", str(d / "o")],
+        2,
+        "no samples",
+    ),
+    (
+        "eval run unknown --scorer",
+        lambda f, d: [*EVAL, "--data", str(f["one"]), "--out", str(d / "o"), "--scorer", "bogus"],
+        2,
+        "unknown --scorer",
+    ),
+    (
+        "eval run --out a file",
+        lambda f, d: [*EVAL, "--data", str(f["one"]), "--out", str(f["a_file"])],
+        2,
+        "is a file",
+    ),
+    (
+        "eval run alias bomb",
+        lambda f, d: [
+            "eval",
+            "run",
+            "--data",
+            str(f["one"]),
+            "--out",
+            str(d / "o"),
+            "--config",
+            str(f["bomb"]),
+        ],
+        2,
+        "expands to more than",
+    ),
+    ("eval report garbage log", lambda f, d: ["eval", "report", str(f["garbage_log_dir"])], 2, "not"),
+    ("eval report binary log", lambda f, d: ["eval", "report", str(f["binary_log_dir"])], 2, "run log"),
+    ("eval report shapeless log", lambda f, d: ["eval", "report", str(f["shapeless_log_dir"])], 2, "lacks"),
+    ("eval report a file", lambda f, d: ["eval", "report", str(f["a_file"])], 2, "no run log"),
+    ("bench check binary", lambda f, d: ["bench", "check", str(f["binary"])], 2, "unknown format"),
+    ("bench check binary JSONL", lambda f, d: ["bench", "check", str(f["binary_jsonl"])], 2, "is binary"),
+    ("bench check incomplete record", lambda f, d: ["bench", "check", str(f["one"])], 2, "not a complete"),
+    ("bench check empty file", lambda f, d: ["bench", "check", str(f["empty_jsonl"])], 2, "no instances"),
+    ("bench stats incomplete record", lambda f, d: ["bench", "stats", str(f["one"])], 2, "not a complete"),
+    (
+        "train grpo binary config",
+        lambda f, d: ["train", "grpo", "--config", str(f["binary_yaml"])],
+        2,
+        "is binary",
+    ),
+    (
+        "train grpo alias bomb",
+        lambda f, d: ["train", "grpo", "--config", str(f["bomb"])],
+        2,
+        "expands to more than",
+    ),
+    (
+        "train --set alias bomb",
+        lambda f, d: [
+            "train",
+            "grpo",
+            "--config",
+            str(f["systems"]),
+            "--set",
+            "x=" + alias_bomb().replace("\n", ", ").join("{}"),
+        ],
+        2,
+        "expands to more than",
+    ),
+    (
+        "unknown provider",
+        lambda f, d: ["run", "q", "--orchestrator", "nope:CANARY-KEY"],
+        2,
+        "unknown model provider",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "argv", "code", "text"), CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_a_named_error_with_a_hint(name, argv, code, text, files, tmp_path, capsys):
+    start = time.perf_counter()
+    assert main(argv(files, tmp_path)) == code
+    err = capsys.readouterr().err
+    assert err.startswith("error: "), err
+    assert "\nhint: " in err, err
+    assert text in " ".join(err.split()), err
+    assert "Traceback" not in err
+    assert "CANARY-KEY" not in err
+    assert time.perf_counter() - start < 20
+
+
+def test_an_alias_bomb_is_rejected_before_any_log_is_written(files, tmp_path, capsys):
+    out = tmp_path / "run"
+    start = time.perf_counter()
+    assert (
+        main(["eval", "run", "--data", str(files["one"]), "--out", str(out), "--config", str(files["bomb"])])
+        == 2
+    )
+    assert time.perf_counter() - start < 5
+    assert not (out / "log.jsonl").exists()
+
+
+def test_run_trace_to_a_full_disk_is_a_run_error_after_the_answer(capsys):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+
+    def responder(messages):
+        text = "\n".join(str(m.get("content")) for m in messages)
+        return (
+            'create_agent(id="a", kind="cot", task="Add 2 and 3.")'
+            if "create_agent" in text
+            else "\\boxed{5}"
+        )
+
+    with LoopbackServer(responder) as server:
+        model = f"vllm:{server.base_url}#m"
+        argv = ["run", "What is 2+3?", "--orchestrator", model, "--json", "--trace", "/dev/full"]
+        assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["answer"] == "5"
+    assert captured.err.startswith("error: could not write the trace file /dev/full: No space left on device")
+    assert "hint: " in captured.err
+
+
+def test_a_full_disk_during_eval_is_a_named_error_exit_1(files, tmp_path, capsys, monkeypatch):
+    from masorch.eval.log import RunLog
+
+    def full(self, record):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(RunLog, "_write", full)
+    assert main([*EVAL, "--data", str(files["one"]), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    assert "error: the file system refused a read or write: No space left on device" in err
+    assert "hint: " in err
