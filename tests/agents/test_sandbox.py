@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from masorch.agents.sandbox import SandboxLimits, namespace_prefix, pids_cgroup_base, run_sandboxed
+from masorch.agents.sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    file_boundary,
+    memory_cgroup_base,
+    namespace_prefix,
+    pids_cgroup_base,
+    run_sandboxed,
+)
 from masorch.errors import RunError
 
 needs_namespaces = pytest.mark.skipif(not namespace_prefix(), reason="this host cannot create namespaces")
@@ -342,3 +350,68 @@ async def test_a_crash_in_c_code_is_reported_with_a_traceback():
     result = await run_sandboxed(code, SandboxLimits(wall_s=5.0, audit_hook=False))
     assert result.exit_code == -11 and not result.ok
     assert "Segmentation fault" in result.stderr and "main.py" in result.stderr
+
+
+async def test_a_program_that_ignores_sigxcpu_is_killed_and_named():
+    code = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    result = await run_sandboxed(code, SandboxLimits(wall_s=10.0, cpu_s=1))
+    # The kernel's SIGKILL at the hard limit; the supervisor's report names the limit.
+    assert result.killed_reason == "cpu_limit" and not result.timed_out
+    assert result.exit_code == -9 and not result.ok
+
+
+@pytest.mark.skipif(memory_cgroup_base() is None, reason="no writable memory cgroup on this host")
+async def test_the_memory_limit_holds_across_processes():
+    # Six children of 48 MB each under a 128 MB limit: each fits RLIMIT_AS, together they do not.
+    code = program(
+        """
+        import os, time
+        children = []
+        for _ in range(6):
+            pid = os.fork()
+            if pid == 0:
+                hold = b"x" * (48 << 20)
+                time.sleep(3)
+                os._exit(0)
+            children.append(pid)
+        statuses = [os.waitpid(pid, 0)[1] for pid in children]
+        print("killed", sum(os.WIFSIGNALED(s) for s in statuses))
+        """
+    )
+    limits = SandboxLimits(wall_s=10.0, memory_mb=128, audit_hook=False)
+    result = await run_sandboxed(code, limits)
+    assert "memory_cgroup" in result.isolation
+    assert result.killed_reason == "memory_limit"
+    assert int(result.stdout.split()[-1]) >= 1
+
+
+async def test_the_file_boundary_is_recorded():
+    result = await run_sandboxed("print('hi')\n", FAST)
+    assert result.file_boundary == "+".join([*file_boundary(), "audit_hook"])
+    assert SandboxResult("", "", 0).file_boundary == "none"
+
+
+@pytest.fixture
+def fresh_boundary_probe():
+    import masorch.agents.sandbox as sandbox
+
+    sandbox.file_boundary.cache_clear()
+    yield sandbox
+    sandbox.file_boundary.cache_clear()
+
+
+async def test_a_host_without_kernel_boundary_is_loud_and_recorded(fresh_boundary_probe, monkeypatch, caplog):
+    sandbox = fresh_boundary_probe
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
+    monkeypatch.setattr(sandbox, "_probe_private_root", lambda prefix: "mount: permission denied")
+    with caplog.at_level("WARNING", logger="masorch.agents.sandbox"):
+        result = await run_sandboxed("print(open('main.py').read() != '')\n", FAST)
+    assert result.ok and result.stdout.strip() == "True"
+    assert "private_root" not in result.isolation and "landlock" not in result.isolation
+    assert result.file_boundary == "audit_hook"
+    messages = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert (
+        "WARNING",
+        "sandbox: no private root (mount namespace) on this host: mount: permission denied",
+    ) in messages
+    assert any(level == "ERROR" and "NO kernel file boundary" in text for level, text in messages)

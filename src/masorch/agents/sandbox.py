@@ -318,7 +318,6 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
     if limits.audit_hook:
         isolation.append("audit_hook")
     root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-"))
-    status_read, status_write = os.pipe()
     try:
         Path(root, "main.py").write_text(code, encoding="utf-8")
         config = {
@@ -335,10 +334,15 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
             "landlock": landlock,
             # The work directory is a tmpfs in the program's memory (its pages count against it).
             "work_bytes": memory_bytes,
-            "status_fd": status_write,
         }
-        argv = [*prefix, sys.executable, "-I", "-S", "-B", str(_PRELUDE), json.dumps(config)]
-        result = await _run(argv, root, limits, tuple(isolation), (status_read, status_write))
+        # The supervisor's report travels on its own pipe; _run closes the write end once spawned.
+        status_read, status_write = os.pipe()
+        try:
+            config["status_fd"] = status_write
+            argv = [*prefix, sys.executable, "-I", "-S", "-B", str(_PRELUDE), json.dumps(config)]
+            result = await _run(argv, root, limits, tuple(isolation), (status_read, status_write))
+        finally:
+            os.close(status_read)
         if (
             memory_group is not None
             and oom_kills(memory_group)
@@ -347,9 +351,6 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
             result = dataclasses.replace(result, killed_reason="memory_limit")
         return result
     finally:
-        for fd in (status_read, status_write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
         _remove_tree(root)
         for group in groups:
             await remove_group_when_empty(group)
@@ -377,17 +378,19 @@ async def _run(
     argv: list[str], root: str, limits: SandboxLimits, isolation: tuple[str, ...], status: tuple[int, int]
 ) -> SandboxResult:
     status_read, status_write = status
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=root,
-        env=_environment(root),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-        pass_fds=(status_write,),
-    )
-    os.close(status_write)  # the child's supervisor holds the only write end now
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=root,
+            env=_environment(root),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=(status_write,),
+        )
+    finally:
+        os.close(status_write)  # the child's supervisor holds the only write end now
     out, err = bytearray(), bytearray()
     overflow = asyncio.Event()
     drains = [
