@@ -395,9 +395,9 @@ async def test_the_file_boundary_is_recorded():
 def fresh_boundary_probe():
     import masorch.agents.sandbox as sandbox
 
-    sandbox.file_boundary.cache_clear()
+    sandbox._probe_file_boundary.cache_clear()
     yield sandbox
-    sandbox.file_boundary.cache_clear()
+    sandbox._probe_file_boundary.cache_clear()
 
 
 async def test_a_host_without_kernel_boundary_is_loud_and_recorded(fresh_boundary_probe, monkeypatch, caplog):

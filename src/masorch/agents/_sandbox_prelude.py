@@ -1,11 +1,13 @@
-"""Runs first inside a sandbox child process: limits, guards, then the user's program.
+"""Runs first inside a sandbox child process: boundary, limits, guards, then the user's program.
 
 Started as ``python -I -S -B _sandbox_prelude.py CONFIG_JSON`` by :mod:`masorch.agents.sandbox`
-(never imported by masorch itself). It lowers resource limits, patches the raw process-spawn
-primitive, installs an audit hook that refuses network, process creation, signals to other
-processes, writes outside the sandbox directory and reads outside it, the interpreter, the
-import path and a few system data files, and only then runs ``main.py`` as
-``__main__``. Standard library only: the child may not see any other package.
+(never imported by masorch itself). It joins the run's cgroups, builds the private root
+(``_sandbox_kernel``), then forks: the child confines itself with Landlock, drops every
+capability, lowers resource limits, patches the raw process-spawn primitive, installs an audit
+hook that refuses network, process creation, signals to other processes, writes outside the
+sandbox directory and reads outside it, the interpreter, the import path and a few system data
+files, and only then runs ``main.py`` as ``__main__``; this process supervises it and reports how
+it ended. Standard library only: the child may not see any other package.
 """
 
 from __future__ import annotations

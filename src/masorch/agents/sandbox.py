@@ -9,35 +9,39 @@ Layers, from the operating system up, and what each one covers:
 
 * **Namespaces** (``unshare --user --map-root-user --net --pid --fork --kill-child --mount-proc``,
   used when the host allows it; probed once per process): a new network namespace with only a
-  down loopback, so no connection to anything, host loopback included; a new PID namespace with
-  its own ``/proc``, so host processes (and their environments) are invisible and every process
-  of the program dies with its first one.
-* **Process count**: a ``pids`` cgroup (v1 ``/sys/fs/cgroup/pids``, or v2 where our cgroup
-  delegates ``pids``) created per run with ``pids.max = max_processes``, which the child joins
-  before anything else; it stops fork bombs, including as root. Where no cgroup can be made and
-  masorch is not root, ``RLIMIT_NPROC`` inside the user namespace does the same job (counting the
-  sandbox's own processes only); the kernel ignores ``RLIMIT_NPROC`` for real root.
-* **Resource limits** (set by the prelude before the program starts, hard = soft so they cannot be
-  raised): CPU seconds (``RLIMIT_CPU``; the child exits with status 152), address space
-  (``RLIMIT_AS``: allocations fail with ``MemoryError``), file size (``RLIMIT_FSIZE``), open
-  files, no core dumps.
+  down loopback, so no connection to anything, host loopback included; a new PID namespace, so
+  host processes are invisible and every process of the program dies with its first one.
+* **Private root** (in that namespace's mount namespace, see ``_sandbox_kernel``): the child's
+  ``/`` becomes a fresh read-only tmpfs with read-only bind mounts of only the import path, the
+  shared libraries and a few devices, and the work directory is a private tmpfs; the host's tree
+  is detached (``pivot_root``), so nothing else has a path.
+* **Landlock** (applied by the program's own process before its code runs): reads only of those
+  paths, writes only in the work directory, no exec, no mount changes, no TCP, no signals out.
+  With the private root, each of the two holds alone (``tests/agents/test_sandbox_hostile.py``).
+* **No privilege**: the program drops every capability and sets no-new-privileges.
+* **Process count**: a ``pids`` cgroup (v1, or v2 where our cgroup delegates ``pids``) per run
+  with ``pids.max = max_processes``, joined before anything else; it stops fork bombs, including
+  as root. Where no cgroup can be made and masorch is not root, ``RLIMIT_NPROC`` inside the user
+  namespace does the same job (the kernel ignores it for real root).
+* **Memory**: a memory cgroup per run caps all of the program's processes and its work directory
+  together at ``memory_mb`` (the kernel kills past it: ``killed_reason="memory_limit"``);
+  ``RLIMIT_AS`` caps each process (allocations fail with ``MemoryError``).
+* **Resource limits** (hard = soft + 0 or 1 so they cannot be raised): CPU seconds
+  (``RLIMIT_CPU``: exit status 152 from the prelude's handler, or SIGKILL one second later for a
+  program that ignores SIGXCPU; both are ``"cpu_limit"``), file size, open files, no core dumps.
 * **Wall clock**: the whole process group is killed with SIGKILL at ``wall_s`` (and when the caller
   is cancelled); with the PID namespace, killing its first process kills all of them.
-* **Audit hook** (``_sandbox_prelude.py``, installed before any user code): refuses process
-  creation (fork, exec, spawn, ``subprocess``, ``os.system``; the raw ``_posixsubprocess`` entry is
-  replaced), signals to other processes, socket connect/bind/send and name lookups, raw ``ctypes``
-  calls, raising limits, opening files for writing or renaming/removing/changing anything outside
-  the sandbox directory, and reading files other than the sandbox's, the interpreter's and its
-  import path's, and a short list of system data (``/usr/share``, ``/usr/lib``, time zone, ...):
-  no home directories, data sets or credentials, no other process's ``/proc``. Audit hooks are not a
-  security boundary against determined code (PEP 578); this layer turns the common ways out into
-  clear ``PermissionError``s, and it is the only layer that confines file reads and writes (the
-  child's user namespace maps it to the caller's uid, so file permissions are the caller's).
+* **Audit hook** (``_sandbox_prelude.py``, installed before any user code): a first layer that
+  turns the common ways out (process creation, signals, sockets, ``ctypes``, raising limits, file
+  access outside the allowed paths) into clear ``PermissionError``s. Audit hooks are not a
+  security boundary (PEP 578) and the hostile suite defeats this one on purpose.
 * **Output**: stdout and stderr are captured up to ``max_output_bytes`` each (the rest is dropped;
   a program that prints more than 16 times that is killed).
 
-Layers the host cannot provide are left out and logged once; ``SandboxResult.isolation`` names the
-layers that were active for each run.
+A supervisor process (the prelude, before it forks the program) reports how the program ended on
+a pipe the program never holds, so a kernel kill still names its limit. Layers the host cannot
+provide are left out and logged (a missing kernel file layer loudly, see :func:`file_boundary`);
+``SandboxResult.isolation`` names the layers that were active for each run.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -194,14 +199,22 @@ def _warn_once(message: str) -> None:
     logger.warning(message)
 
 
-@functools.lru_cache(maxsize=1)
 def file_boundary() -> tuple[str, ...]:
     """The kernel layers this host gives the sandbox's file confinement: ``private_root``, ``landlock``.
 
-    Probed once per process (a fact about the host). Each missing layer is logged as a warning;
-    with neither, only the audit hook confines files, which determined code can defeat, and that is
-    logged as an error.
+    Probed once per process (a fact about the host; concurrent first runs wait for one probe).
+    Each missing layer is logged as a warning; with neither, only the audit hook confines files,
+    which determined code can defeat, and that is logged as an error.
     """
+    with _PROBE_LOCK:
+        return _probe_file_boundary()
+
+
+_PROBE_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_file_boundary() -> tuple[str, ...]:
     layers = []
     if namespace_prefix():
         problem = _probe_private_root(namespace_prefix())
