@@ -475,6 +475,31 @@ print(libc.open_by_handle_at(-100, handle, 0), ctypes.get_errno())
     ),
     (
         "kernel",
+        "unshare_and_remount",
+        DEFEAT
+        + """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.unshare(0x10000000 | 0x00020000), ctypes.get_errno())
+lib = os.path.dirname(os.__file__)
+print(libc.mount(None, lib.encode(), None, 4096 | 32, None), ctypes.get_errno())
+open(lib + '/pwned-' + T['token'], 'w').write('x')
+""",
+    ),
+    (
+        "kernel",
+        "ptrace_supervisor",
+        DEFEAT
+        + """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(16, os.getppid(), None, None) == 0:
+    print('BOUNDARY-' + 'BROKEN: attached to the supervisor')
+print(ctypes.get_errno())
+""",
+    ),
+    (
+        "kernel",
         "mknod_disk",
         DEFEAT + "import os, stat; os.mknod('disk', stat.S_IFBLK | 0o600, os.makedev(253, 0))",
     ),
@@ -581,7 +606,8 @@ async def attack(config: str, targets: Targets, concurrency: int = 3) -> dict[st
         async with gate:
             result = await run_sandboxed(_program(code, targets), limits)
         seen = result.stdout + result.stderr
-        for what, needle in (("secret", targets.secret), ("listing", targets.marker)):
+        needles = (("secret", targets.secret), ("listing", targets.marker), ("success", "BOUNDARY-BROKEN"))
+        for what, needle in needles:
             if needle in seen:
                 escaped[f"{cls}/{name}"] = f"{what} in output: {seen[-400:]!r}"
         for path in targets.created():

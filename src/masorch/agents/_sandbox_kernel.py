@@ -28,6 +28,7 @@ _LANDLOCK_CREATE_RULESET_VERSION = 1
 _LANDLOCK_RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_CAPBSET_DROP = 24
+_PR_SET_DUMPABLE = 4
 
 # Landlock filesystem rights, by the ABI version that introduced them.
 FS_EXECUTE = 1 << 0
@@ -196,8 +197,12 @@ def restrict_with_landlock(read: Iterable[str], write: Iterable[str]) -> int:
 
 
 def drop_capabilities() -> None:
-    """Empty this process's capability sets and bounding set (a root caller keeps no privilege)."""
+    """Empty this process's capability sets and bounding set (a root caller keeps no privilege).
+
+    Also marks the process not dumpable, so that no process without privilege may ptrace it.
+    """
     libc = _libc()
+    _check(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)")
     for cap in range(64):
         if libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 and ctypes.get_errno() == 22:  # EINVAL: no such cap
             break

@@ -243,6 +243,11 @@ def main() -> None:
             _setup_failed("could not build the private root", exc)
     else:
         os.chdir(root)
+    try:
+        # The supervisor keeps no privilege either: a program that reached it would gain nothing.
+        kernel.drop_capabilities()
+    except OSError as exc:
+        _setup_failed("could not drop privileges", exc)
     status_fd = config.get("status_fd")
     pid = os.fork()
     if pid == 0:
