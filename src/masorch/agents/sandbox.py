@@ -174,23 +174,20 @@ def namespace_prefix() -> tuple[str, ...]:
 
 def pids_cgroup_base() -> Path | None:
     """A cgroup directory under which per-run ``pids`` cgroups can be made, or None (logged once)."""
-    base = controller_base("pids")
-    if base is None:
-        _warn_once(
-            "sandbox: no writable pids cgroup; process counts fall back to RLIMIT_NPROC "
-            "(not enforced for root)"
-        )
-    return base
+    return _cgroup_base_or_warn("pids", "process counts fall back to RLIMIT_NPROC (not enforced for root)")
 
 
 def memory_cgroup_base() -> Path | None:
     """A cgroup directory under which per-run memory cgroups can be made, or None (logged once)."""
-    base = controller_base("memory")
+    return _cgroup_base_or_warn(
+        "memory", "memory_mb limits each process (RLIMIT_AS), not the program's processes together"
+    )
+
+
+def _cgroup_base_or_warn(controller: str, consequence: str) -> Path | None:
+    base = controller_base(controller)
     if base is None:
-        _warn_once(
-            "sandbox: no writable memory cgroup; memory_mb limits each process (RLIMIT_AS), "
-            "not the program's processes together"
-        )
+        _warn_once(f"sandbox: no writable {controller} cgroup; {consequence}")
     return base
 
 
@@ -304,7 +301,6 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
     private_root = bool(prefix) and "private_root" in boundary
     landlock = limits.landlock and "landlock" in boundary
     memory_bytes = limits.memory_mb * 1024 * 1024
-    groups: list[Path] = []
     pids_base, memory_base = pids_cgroup_base(), memory_cgroup_base()
     pids_group = _make_pids_cgroup(pids_base, limits.max_processes) if pids_base is not None else None
     memory_group = (
