@@ -410,8 +410,9 @@ async def test_a_host_without_kernel_boundary_is_loud_and_recorded(fresh_boundar
     assert "private_root" not in result.isolation and "landlock" not in result.isolation
     assert result.file_boundary == "audit_hook"
     messages = [(r.levelname, r.getMessage()) for r in caplog.records]
-    assert (
-        "WARNING",
-        "sandbox: no private root (mount namespace) on this host: mount: permission denied",
-    ) in messages
+    assert any(
+        level == "WARNING"
+        and text.startswith("sandbox: no private root (mount namespace) on this host: mount")
+        for level, text in messages
+    )
     assert any(level == "ERROR" and "NO kernel file boundary" in text for level, text in messages)

@@ -216,11 +216,18 @@ def _probe_file_boundary() -> tuple[str, ...]:
     if namespace_prefix():
         problem = _probe_private_root(namespace_prefix())
         if problem:
-            logger.warning("sandbox: no private root (mount namespace) on this host: %s", problem)
+            logger.warning(
+                "sandbox: no private root (mount namespace) on this host: %s; files are confined by "
+                "Landlock alone, which leaves chmod/chown/utime of reachable files unchecked",
+                problem,
+            )
         else:
             layers.append("private_root")
     else:
-        logger.warning("sandbox: no private root: this host cannot create the sandbox namespaces")
+        logger.warning(
+            "sandbox: no private root: this host cannot create the sandbox namespaces; files are "
+            "confined by Landlock alone, which leaves chmod/chown/utime of reachable files unchecked"
+        )
     abi = landlock_abi()
     if abi:
         layers.append("landlock")
