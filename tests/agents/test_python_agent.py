@@ -17,6 +17,7 @@ async def test_program_output_feeds_the_final_answer(make_ctx):
     out = await PythonAgent().run(NODE, ctx)
     assert out.status is NodeStatus.OK and out.answer == "5050"
     assert ctx.calls == 2 and out.details["attempts"] == 1
+    assert out.details["file_boundary"].endswith("audit_hook")  # the layers that confined its files
     final_prompt = ctx.backend.calls[1][0][-1].content
     assert "5050" in final_prompt
     assert "sum(range(1, 101))" in out.rationale and "5050" in out.rationale

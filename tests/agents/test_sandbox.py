@@ -12,7 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from masorch.agents.sandbox import SandboxLimits, namespace_prefix, pids_cgroup_base, run_sandboxed
+from masorch.agents.sandbox import (
+    SandboxLimits,
+    SandboxResult,
+    file_boundary,
+    memory_cgroup_base,
+    namespace_prefix,
+    pids_cgroup_base,
+    run_sandboxed,
+)
 from masorch.errors import RunError
 
 needs_namespaces = pytest.mark.skipif(not namespace_prefix(), reason="this host cannot create namespaces")
@@ -236,7 +244,11 @@ SNOOP = program(
     import os
     print("SECRET" if "MASORCH_FAKE_SECRET" in os.environ else "env clean")
     found = []
-    for pid in os.listdir("/proc"):
+    try:
+        pids = os.listdir("/proc")
+    except OSError:  # the private root has no /proc
+        pids = []
+    for pid in pids:
         if not pid.isdigit() or int(pid) == os.getpid():
             continue
         try:
@@ -275,10 +287,10 @@ def test_environment_secrets_do_not_reach_the_program(namespaces):
 
 
 async def test_cancelling_the_caller_kills_the_program(tmp_path):
-    # Without namespaces and hook, so the program can tell the test its host pid.
+    # Without namespaces, Landlock and hook, so the program can tell the test its host pid.
     pid_file = tmp_path / "pid"
     code = f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(30)\n"
-    limits = SandboxLimits(wall_s=60.0, namespaces=False, audit_hook=False)
+    limits = SandboxLimits(wall_s=60.0, namespaces=False, audit_hook=False, landlock=False)
     task = asyncio.create_task(run_sandboxed(code, limits))
     for _ in range(100):
         await asyncio.sleep(0.05)
@@ -309,7 +321,7 @@ async def test_a_layer_that_cannot_be_set_up_is_a_run_error(tmp_path, monkeypatc
 
     monkeypatch.setattr(sandbox, "pids_cgroup_base", lambda: tmp_path)
     monkeypatch.setattr(sandbox, "_make_pids_cgroup", lambda base, n: tmp_path / "no-such-cgroup")
-    with pytest.raises(RunError, match="could not join the process cgroup"):
+    with pytest.raises(RunError, match="could not join the run's cgroup"):
         await run_sandboxed("print('never runs')\n", FAST)
 
 
@@ -338,3 +350,69 @@ async def test_a_crash_in_c_code_is_reported_with_a_traceback():
     result = await run_sandboxed(code, SandboxLimits(wall_s=5.0, audit_hook=False))
     assert result.exit_code == -11 and not result.ok
     assert "Segmentation fault" in result.stderr and "main.py" in result.stderr
+
+
+async def test_a_program_that_ignores_sigxcpu_is_killed_and_named():
+    code = "import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    result = await run_sandboxed(code, SandboxLimits(wall_s=10.0, cpu_s=1))
+    # The kernel's SIGKILL at the hard limit; the supervisor's report names the limit.
+    assert result.killed_reason == "cpu_limit" and not result.timed_out
+    assert result.exit_code == -9 and not result.ok
+
+
+@pytest.mark.skipif(memory_cgroup_base() is None, reason="no writable memory cgroup on this host")
+async def test_the_memory_limit_holds_across_processes():
+    # Six children of 48 MB each under a 128 MB limit: each fits RLIMIT_AS, together they do not.
+    code = program(
+        """
+        import os, time
+        children = []
+        for _ in range(6):
+            pid = os.fork()
+            if pid == 0:
+                hold = b"x" * (48 << 20)
+                time.sleep(3)
+                os._exit(0)
+            children.append(pid)
+        statuses = [os.waitpid(pid, 0)[1] for pid in children]
+        print("killed", sum(os.WIFSIGNALED(s) for s in statuses))
+        """
+    )
+    limits = SandboxLimits(wall_s=10.0, memory_mb=128, audit_hook=False)
+    result = await run_sandboxed(code, limits)
+    assert "memory_cgroup" in result.isolation
+    assert result.killed_reason == "memory_limit"
+    assert int(result.stdout.split()[-1]) >= 1
+
+
+async def test_the_file_boundary_is_recorded():
+    result = await run_sandboxed("print('hi')\n", FAST)
+    assert result.file_boundary == "+".join([*file_boundary(), "audit_hook"])
+    assert SandboxResult("", "", 0).file_boundary == "none"
+
+
+@pytest.fixture
+def fresh_boundary_probe():
+    import masorch.agents.sandbox as sandbox
+
+    sandbox._probe_file_boundary.cache_clear()
+    yield sandbox
+    sandbox._probe_file_boundary.cache_clear()
+
+
+async def test_a_host_without_kernel_boundary_is_loud_and_recorded(fresh_boundary_probe, monkeypatch, caplog):
+    sandbox = fresh_boundary_probe
+    monkeypatch.setattr(sandbox, "landlock_abi", lambda: 0)
+    monkeypatch.setattr(sandbox, "_probe_private_root", lambda prefix: "mount: permission denied")
+    with caplog.at_level("WARNING", logger="masorch.agents.sandbox"):
+        result = await run_sandboxed("print(open('main.py').read() != '')\n", FAST)
+    assert result.ok and result.stdout.strip() == "True"
+    assert "private_root" not in result.isolation and "landlock" not in result.isolation
+    assert result.file_boundary == "audit_hook"
+    messages = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert any(
+        level == "WARNING"
+        and text.startswith("sandbox: no private root (mount namespace) on this host: mount")
+        for level, text in messages
+    )
+    assert any(level == "ERROR" and "NO kernel file boundary" in text for level, text in messages)

@@ -1,15 +1,18 @@
-"""Runs first inside a sandbox child process: limits, guards, then the user's program.
+"""Runs first inside a sandbox child process: boundary, limits, guards, then the user's program.
 
 Started as ``python -I -S -B _sandbox_prelude.py CONFIG_JSON`` by :mod:`masorch.agents.sandbox`
-(never imported by masorch itself). It lowers resource limits, patches the raw process-spawn
-primitive, installs an audit hook that refuses network, process creation, signals to other
-processes, writes outside the sandbox directory and reads outside it, the interpreter, the
-import path and a few system data files, and only then runs ``main.py`` as
-``__main__``. Standard library only: the child may not see any other package.
+(never imported by masorch itself). It joins the run's cgroups, builds the private root
+(``_sandbox_kernel``), then forks: the child confines itself with Landlock, drops every
+capability, lowers resource limits, patches the raw process-spawn primitive, installs an audit
+hook that refuses network, process creation, signals to other processes, writes outside the
+sandbox directory and reads outside it, the interpreter, the import path and a few system data
+files, and only then runs ``main.py`` as ``__main__``; this process supervises it and reports how
+it ended. Standard library only: the child may not see any other package.
 """
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import json
 import os
@@ -191,20 +194,97 @@ def _print_user_traceback(exc: BaseException, program: str) -> None:
     sys.stderr.write("".join(report.format()))
 
 
+def _load_kernel() -> Any:
+    # A sibling file loaded by path: the child's import path holds the standard library only.
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_sandbox_kernel.py")
+    spec = importlib.util.spec_from_file_location("_masorch_sandbox_kernel", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _setup_failed(what: str, exc: BaseException) -> None:
+    sys.stderr.write(f"sandbox: {what}: {exc}\n")
+    sys.stderr.flush()
+    os._exit(EXIT_SETUP_FAILED)
+
+
 def main() -> None:
-    """Apply the limits and guards from the JSON config in ``argv[1]``, then run the program."""
+    """Set up the boundary from the JSON config in ``argv[1]``, then run the program in a child.
+
+    This process stays outside the program's Landlock domain as its supervisor (the PID
+    namespace's init where there is one): it waits for the program's process and writes how it
+    ended (exit status or signal, CPU seconds) to the status descriptor, which the program never
+    holds, so a program killed by the kernel still has its cause reported.
+    """
     config = json.loads(sys.argv[1])
-    if config.get("cgroup_procs"):
-        # Join the process-count cgroup before anything else can fork; refuse to run without it.
+    for procs_file in config.get("cgroup_procs", ()):
+        # Join the run's cgroups before anything else can fork; refuse to run without them.
         try:
-            with open(config["cgroup_procs"], "w") as procs:
+            with open(procs_file, "w") as procs:
                 procs.write("0")
         except OSError as exc:
-            sys.stderr.write(f"sandbox: could not join the process cgroup: {exc}\n")
-            sys.exit(EXIT_SETUP_FAILED)
+            _setup_failed("could not join the run's cgroup", exc)
     root = os.path.realpath(config["root"])
     program = os.path.join(root, "main.py")
-    os.chdir(root)
+    extra = [p for p in config.get("extra_paths", ()) if p]
+    import_path = [p for p in sys.path if p and os.path.exists(p)]
+    kernel = _load_kernel()
+    read_paths = [*import_path, *extra, *kernel.SYSTEM_READ]
+    if config.get("private_root"):
+        try:
+            with open(program, "rb") as handle:
+                source = handle.read()
+            kernel.enter_private_root(root, root, read_paths, {"main.py": source}, int(config["work_bytes"]))
+        except OSError as exc:
+            _setup_failed("could not build the private root", exc)
+    else:
+        os.chdir(root)
+    try:
+        # The supervisor keeps no privilege either: a program that reached it would gain nothing.
+        kernel.drop_capabilities()
+    except OSError as exc:
+        _setup_failed("could not drop privileges", exc)
+    status_fd = config.get("status_fd")
+    pid = os.fork()
+    if pid == 0:
+        if status_fd is not None:
+            os.close(status_fd)
+        _run_program(config, kernel, root, program, read_paths)
+        return
+    _supervise(pid, status_fd)
+
+
+def _supervise(pid: int, status_fd: int | None) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while True:
+        try:
+            _, status, usage = os.wait4(pid, 0)
+            break
+        except InterruptedError:
+            continue
+    report: dict[str, Any] = {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3)}
+    if os.WIFSIGNALED(status):
+        report["signal"] = os.WTERMSIG(status)
+        code = 128 + report["signal"]
+    else:
+        code = report["exit"] = os.waitstatus_to_exitcode(status)
+    if status_fd is not None:
+        with contextlib.suppress(OSError):
+            os.write(status_fd, json.dumps(report).encode())
+    os._exit(code)
+
+
+def _run_program(config: dict[str, Any], kernel: Any, root: str, program: str, read_paths: list[str]) -> None:
+    try:
+        if config.get("landlock"):
+            kernel.restrict_with_landlock([*read_paths, *kernel.DEVICES], [root, "/dev/null"])
+        kernel.drop_capabilities()
+    except OSError as exc:
+        _setup_failed("could not confine the program", exc)
     _set_limits(config)
     signal.signal(signal.SIGXCPU, _on_cpu_limit)
     faulthandler.enable()  # a crash in C code still leaves a Python traceback for the model

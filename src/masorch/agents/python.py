@@ -130,7 +130,12 @@ class PythonAgent:
                     if not answer:
                         return log.error("the final reply was empty")
                     rationale = f"Program:\n```python\n{code}```\nOutput:\n{output}\n\n{final.text}"
-                    details = {"attempts": attempt, "failures": failures, "isolation": list(result.isolation)}
+                    details = {
+                        "attempts": attempt,
+                        "failures": failures,
+                        "isolation": list(result.isolation),
+                        "file_boundary": result.file_boundary,
+                    }
                     return log.ok(answer, rationale, details)
                 failure = "no fenced python code block" if result is None else _failure(result)
                 failures.append(f"attempt {attempt}: {failure}")

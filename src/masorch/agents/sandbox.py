@@ -9,41 +9,46 @@ Layers, from the operating system up, and what each one covers:
 
 * **Namespaces** (``unshare --user --map-root-user --net --pid --fork --kill-child --mount-proc``,
   used when the host allows it; probed once per process): a new network namespace with only a
-  down loopback, so no connection to anything, host loopback included; a new PID namespace with
-  its own ``/proc``, so host processes (and their environments) are invisible and every process
-  of the program dies with its first one.
-* **Process count**: a ``pids`` cgroup (v1 ``/sys/fs/cgroup/pids``, or v2 where our cgroup
-  delegates ``pids``) created per run with ``pids.max = max_processes``, which the child joins
-  before anything else; it stops fork bombs, including as root. Where no cgroup can be made and
-  masorch is not root, ``RLIMIT_NPROC`` inside the user namespace does the same job (counting the
-  sandbox's own processes only); the kernel ignores ``RLIMIT_NPROC`` for real root.
-* **Resource limits** (set by the prelude before the program starts, hard = soft so they cannot be
-  raised): CPU seconds (``RLIMIT_CPU``; the child exits with status 152), address space
-  (``RLIMIT_AS``: allocations fail with ``MemoryError``), file size (``RLIMIT_FSIZE``), open
-  files, no core dumps.
+  down loopback, so no connection to anything, host loopback included; a new PID namespace, so
+  host processes are invisible and every process of the program dies with its first one.
+* **Private root** (in that namespace's mount namespace, see ``_sandbox_kernel``): the child's
+  ``/`` becomes a fresh read-only tmpfs with read-only bind mounts of only the import path, the
+  shared libraries and a few devices, and the work directory is a private tmpfs; the host's tree
+  is detached (``pivot_root``), so nothing else has a path.
+* **Landlock** (applied by the program's own process before its code runs): reads only of those
+  paths, writes only in the work directory, no exec, no mount changes, no TCP, no signals out.
+  With the private root, each of the two holds alone (``tests/agents/test_sandbox_hostile.py``).
+* **No privilege**: the program drops every capability and sets no-new-privileges.
+* **Process count**: a ``pids`` cgroup (v1, or v2 where our cgroup delegates ``pids``) per run
+  with ``pids.max = max_processes``, joined before anything else; it stops fork bombs, including
+  as root. Where no cgroup can be made and masorch is not root, ``RLIMIT_NPROC`` inside the user
+  namespace does the same job (the kernel ignores it for real root).
+* **Memory**: a memory cgroup per run caps all of the program's processes and its work directory
+  together at ``memory_mb`` (the kernel kills past it: ``killed_reason="memory_limit"``);
+  ``RLIMIT_AS`` caps each process (allocations fail with ``MemoryError``).
+* **Resource limits** (hard = soft + 0 or 1 so they cannot be raised): CPU seconds
+  (``RLIMIT_CPU``: exit status 152 from the prelude's handler, or SIGKILL one second later for a
+  program that ignores SIGXCPU; both are ``"cpu_limit"``), file size, open files, no core dumps.
 * **Wall clock**: the whole process group is killed with SIGKILL at ``wall_s`` (and when the caller
   is cancelled); with the PID namespace, killing its first process kills all of them.
-* **Audit hook** (``_sandbox_prelude.py``, installed before any user code): refuses process
-  creation (fork, exec, spawn, ``subprocess``, ``os.system``; the raw ``_posixsubprocess`` entry is
-  replaced), signals to other processes, socket connect/bind/send and name lookups, raw ``ctypes``
-  calls, raising limits, opening files for writing or renaming/removing/changing anything outside
-  the sandbox directory, and reading files other than the sandbox's, the interpreter's and its
-  import path's, and a short list of system data (``/usr/share``, ``/usr/lib``, time zone, ...):
-  no home directories, data sets or credentials, no other process's ``/proc``. Audit hooks are not a
-  security boundary against determined code (PEP 578); this layer turns the common ways out into
-  clear ``PermissionError``s, and it is the only layer that confines file reads and writes (the
-  child's user namespace maps it to the caller's uid, so file permissions are the caller's).
+* **Audit hook** (``_sandbox_prelude.py``, installed before any user code): a first layer that
+  turns the common ways out (process creation, signals, sockets, ``ctypes``, raising limits, file
+  access outside the allowed paths) into clear ``PermissionError``s. Audit hooks are not a
+  security boundary (PEP 578) and the hostile suite defeats this one on purpose.
 * **Output**: stdout and stderr are captured up to ``max_output_bytes`` each (the rest is dropped;
   a program that prints more than 16 times that is killed).
 
-Layers the host cannot provide are left out and logged once; ``SandboxResult.isolation`` names the
-layers that were active for each run.
+A supervisor process (the prelude, before it forks the program) reports how the program ended on
+a pipe the program never holds, so a kernel kill still names its limit. Layers the host cannot
+provide are left out and logged (a missing kernel file layer loudly, see :func:`file_boundary`);
+``SandboxResult.isolation`` names the layers that were active for each run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -55,9 +60,19 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from masorch.agents._sandbox_cgroup import (
+    controller_base,
+    make_group,
+    memory_settings,
+    oom_kills,
+    remove_group_when_empty,
+)
+from masorch.agents._sandbox_kernel import landlock_abi
 from masorch.errors import RunError
 
 logger = logging.getLogger(__name__)
@@ -90,15 +105,17 @@ class SandboxLimits:
     extra_paths: tuple[str, ...] = ()
     namespaces: bool = True
     audit_hook: bool = True
+    landlock: bool = True
 
 
 @dataclass(frozen=True)
 class SandboxResult:
     """What a sandboxed program did.
 
-    ``exit_code`` is the process status (negative: killed by that signal); ``killed_reason`` is
-    empty, ``"wall_timeout"``, ``"cpu_limit"`` or ``"output_limit"``; ``isolation`` names the
-    layers that were active.
+    ``exit_code`` is the program's status (negative: killed by that signal); ``killed_reason``
+    names the limit that stopped it: ``"wall_timeout"``, ``"cpu_limit"``, ``"memory_limit"``,
+    ``"file_size_limit"`` or ``"output_limit"``, else empty; ``isolation`` names the layers that
+    were active (``file_boundary`` the ones that confined its files).
     """
 
     stdout: str
@@ -113,6 +130,15 @@ class SandboxResult:
     def ok(self) -> bool:
         """The program ran to completion and exited with status 0."""
         return self.exit_code == 0 and not self.killed_reason
+
+    @property
+    def file_boundary(self) -> str:
+        """The layers that confined the program's files: ``"private_root+landlock"``, ..., ``"audit_hook"``.
+
+        ``"none"`` when no layer did (every layer switched off).
+        """
+        layers = [name for name in ("private_root", "landlock", "audit_hook") if name in self.isolation]
+        return "+".join(layers) or "none"
 
 
 def site_packages() -> tuple[str, ...]:
@@ -146,67 +172,94 @@ def namespace_prefix() -> tuple[str, ...]:
     return (*command, "--")
 
 
-@functools.lru_cache(maxsize=1)
 def pids_cgroup_base() -> Path | None:
-    """A cgroup directory under which per-run ``pids`` cgroups can be made, or None.
+    """A cgroup directory under which per-run ``pids`` cgroups can be made, or None (logged once)."""
+    return _cgroup_base_or_warn("pids", "process counts fall back to RLIMIT_NPROC (not enforced for root)")
 
-    Found once per process (a fact about the host) from ``/proc/self/cgroup``: the cgroup v1
-    ``pids`` hierarchy, or a cgroup v2 directory whose ``cgroup.subtree_control`` enables ``pids``.
-    """
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return None
-    candidates: list[Path] = []
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if "pids" in controllers.split(","):
-            candidates.append(Path("/sys/fs/cgroup/pids") / path.lstrip("/"))
-        elif controllers == "":
-            unified = Path("/sys/fs/cgroup") / path.lstrip("/")
-            try:
-                if "pids" in (unified / "cgroup.subtree_control").read_text().split():
-                    candidates.append(unified)
-            except OSError:
-                continue
-    for base in candidates:
-        if (base / "cgroup.procs").exists() and os.access(base, os.W_OK):
-            return base
-    logger.warning(
-        "sandbox: no writable pids cgroup; process counts fall back to RLIMIT_NPROC (not enforced for root)"
+
+def memory_cgroup_base() -> Path | None:
+    """A cgroup directory under which per-run memory cgroups can be made, or None (logged once)."""
+    return _cgroup_base_or_warn(
+        "memory", "memory_mb limits each process (RLIMIT_AS), not the program's processes together"
     )
-    return None
 
 
-def _make_pids_cgroup(base: Path, max_processes: int) -> Path | None:
-    group = Path(tempfile.mkdtemp(prefix="masorch-sandbox-", dir=base))
+def _cgroup_base_or_warn(controller: str, consequence: str) -> Path | None:
+    base = controller_base(controller)
+    if base is None:
+        _warn_once(f"sandbox: no writable {controller} cgroup; {consequence}")
+    return base
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    logger.warning(message)
+
+
+def file_boundary() -> tuple[str, ...]:
+    """The kernel layers this host gives the sandbox's file confinement: ``private_root``, ``landlock``.
+
+    Probed once per process (a fact about the host; concurrent first runs wait for one probe).
+    Each missing layer is logged as a warning; with neither, only the audit hook confines files,
+    which determined code can defeat, and that is logged as an error.
+    """
+    with _PROBE_LOCK:
+        return _probe_file_boundary()
+
+
+_PROBE_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_file_boundary() -> tuple[str, ...]:
+    layers = []
+    if namespace_prefix():
+        problem = _probe_private_root(namespace_prefix())
+        if problem:
+            logger.warning(
+                "sandbox: no private root (mount namespace) on this host: %s; files are confined by "
+                "Landlock alone, which leaves chmod/chown/utime of reachable files unchecked",
+                problem,
+            )
+        else:
+            layers.append("private_root")
+    else:
+        logger.warning(
+            "sandbox: no private root: this host cannot create the sandbox namespaces; files are "
+            "confined by Landlock alone, which leaves chmod/chown/utime of reachable files unchecked"
+        )
+    abi = landlock_abi()
+    if abi:
+        layers.append("landlock")
+    else:
+        logger.warning("sandbox: Landlock is not available in this kernel")
+    if not layers:
+        logger.error(
+            "sandbox: NO kernel file boundary on this host (no mount namespace, no Landlock): only the "
+            "Python audit hook confines file access, and determined code can defeat it"
+        )
+    return tuple(layers)
+
+
+def _probe_private_root(prefix: tuple[str, ...]) -> str:
+    root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-probe-"))
     try:
-        (group / "pids.max").write_text(str(max_processes))
-    except OSError as exc:
-        logger.warning("sandbox: could not limit processes in %s: %s", group, exc)
-        _remove_cgroup(group)
-        return None
-    return group
+        Path(root, "main.py").write_text("import os\nprint(os.path.exists('/etc/passwd'))\n")
+        config = {"root": root, "private_root": True, "work_bytes": 1 << 20, **_PROBE_LIMITS}
+        argv = [*prefix, sys.executable, "-I", "-S", "-B", str(_PRELUDE), json.dumps(config)]
+        done = subprocess.run(
+            argv, cwd=root, env=_environment(root), capture_output=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    finally:
+        _remove_tree(root)
+    if done.returncode != 0 or done.stdout.strip() != b"False":
+        return done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+    return ""
 
 
-async def _remove_cgroup_when_empty(group: Path) -> None:
-    # A dying namespace's processes leave the cgroup a moment after its first process is reaped.
-    for _ in range(40):
-        try:
-            group.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError:
-            await asyncio.sleep(0.05)
-    _remove_cgroup(group)
-
-
-def _remove_cgroup(group: Path) -> None:
-    try:
-        group.rmdir()
-    except OSError as exc:
-        logger.warning("sandbox: could not remove cgroup %s: %s", group, exc)
+_PROBE_LIMITS = {"cpu_s": 10, "memory_bytes": 1 << 30, "file_size_bytes": 1 << 20, "max_open_files": 64}
 
 
 def _environment(root: str) -> dict[str, str]:
@@ -249,19 +302,35 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
 async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
     """Run ``code`` as a Python program in the sandbox and report its output and fate."""
     limits = limits or SandboxLimits()
-    # The first call probes the host (runs unshare once); keep that off the event loop.
+    # The first call probes the host (runs unshare and a probe child); keep that off the event loop.
     prefix = await asyncio.to_thread(namespace_prefix) if limits.namespaces else ()
-    cgroup_base = pids_cgroup_base()
-    group = _make_pids_cgroup(cgroup_base, limits.max_processes) if cgroup_base is not None else None
+    boundary = await asyncio.to_thread(file_boundary)
+    private_root = bool(prefix) and "private_root" in boundary
+    landlock = limits.landlock and "landlock" in boundary
+    memory_bytes = limits.memory_mb * 1024 * 1024
+    pids_base, memory_base = pids_cgroup_base(), memory_cgroup_base()
+    pids_group = _make_pids_cgroup(pids_base, limits.max_processes) if pids_base is not None else None
+    memory_group = (
+        make_group(memory_base, memory_settings(memory_base, memory_bytes))
+        if memory_base is not None
+        else None
+    )
+    groups = [g for g in (pids_group, memory_group) if g is not None]
     # RLIMIT_NPROC counts every process of the uid outside a user namespace, and real root is exempt.
-    use_nproc = group is None and bool(prefix) and os.geteuid() != 0
+    use_nproc = pids_group is None and bool(prefix) and os.geteuid() != 0
     isolation = ["fresh_env", "rlimits", "process_group"]
     if prefix:
         isolation += ["user_ns", "net_ns", "pid_ns"]
-    if group is not None:
+    if pids_group is not None:
         isolation.append("pids_cgroup")
+    if memory_group is not None:
+        isolation.append("memory_cgroup")
     if use_nproc:
         isolation.append("nproc_limit")
+    if private_root:
+        isolation.append("private_root")
+    if landlock:
+        isolation.append("landlock")
     if limits.audit_hook:
         isolation.append("audit_hook")
     root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-"))
@@ -269,21 +338,46 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
         Path(root, "main.py").write_text(code, encoding="utf-8")
         config = {
             "root": root,
-            "cpu_s": math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.wall_s),
-            "memory_bytes": limits.memory_mb * 1024 * 1024,
+            "cpu_s": _cpu_seconds(limits),
+            "memory_bytes": memory_bytes,
             "file_size_bytes": limits.file_size_mb * 1024 * 1024,
             "max_open_files": limits.max_open_files,
             "max_processes": limits.max_processes if use_nproc else None,
-            "cgroup_procs": str(group / "cgroup.procs") if group is not None else None,
+            "cgroup_procs": [str(group / "cgroup.procs") for group in groups],
             "extra_paths": list(limits.extra_paths),
             "audit_hook": limits.audit_hook,
+            "private_root": private_root,
+            "landlock": landlock,
+            # The work directory is a tmpfs in the program's memory (its pages count against it).
+            "work_bytes": memory_bytes,
         }
-        argv = [*prefix, sys.executable, "-I", "-S", "-B", str(_PRELUDE), json.dumps(config)]
-        return await _run(argv, root, limits, tuple(isolation))
+        # The supervisor's report travels on its own pipe; _run closes the write end once spawned.
+        status_read, status_write = os.pipe()
+        try:
+            config["status_fd"] = status_write
+            argv = [*prefix, sys.executable, "-I", "-S", "-B", str(_PRELUDE), json.dumps(config)]
+            result = await _run(argv, root, limits, tuple(isolation), (status_read, status_write))
+        finally:
+            os.close(status_read)
+        if (
+            memory_group is not None
+            and oom_kills(memory_group)
+            and result.killed_reason in ("", "memory_limit")
+        ):
+            result = dataclasses.replace(result, killed_reason="memory_limit")
+        return result
     finally:
         _remove_tree(root)
-        if group is not None:
-            await _remove_cgroup_when_empty(group)
+        for group in groups:
+            await remove_group_when_empty(group)
+
+
+def _cpu_seconds(limits: SandboxLimits) -> int:
+    return math.ceil(limits.cpu_s if limits.cpu_s is not None else limits.wall_s)
+
+
+def _make_pids_cgroup(base: Path, max_processes: int) -> Path | None:
+    return make_group(base, {"pids.max": str(max_processes)})
 
 
 def _remove_tree(root: str) -> None:
@@ -297,17 +391,22 @@ def _remove_tree(root: str) -> None:
 
 
 async def _run(
-    argv: list[str], root: str, limits: SandboxLimits, isolation: tuple[str, ...]
+    argv: list[str], root: str, limits: SandboxLimits, isolation: tuple[str, ...], status: tuple[int, int]
 ) -> SandboxResult:
-    process = await asyncio.create_subprocess_exec(
-        *argv,
-        cwd=root,
-        env=_environment(root),
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        start_new_session=True,
-    )
+    status_read, status_write = status
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            cwd=root,
+            env=_environment(root),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+            pass_fds=(status_write,),
+        )
+    finally:
+        os.close(status_write)  # the child's supervisor holds the only write end now
     out, err = bytearray(), bytearray()
     overflow = asyncio.Event()
     drains = [
@@ -340,10 +439,15 @@ async def _run(
     if exit_code == EXIT_SETUP_FAILED and err.startswith(b"sandbox: "):
         raise RunError(
             f"the sandbox could not be set up: {err.decode(errors='replace').strip()}",
-            hint="check that this process may write to the pids cgroup, or run where cgroups are writable",
+            hint="check that this process may write to its cgroups and create namespaces, or report the host",
         )
-    if not killed_reason and exit_code == EXIT_CPU_LIMIT:
-        killed_reason = "cpu_limit"
+    report = _read_status(status_read)
+    if "signal" in report:
+        exit_code = -int(report["signal"])
+    elif "exit" in report:
+        exit_code = int(report["exit"])
+    if not killed_reason:
+        killed_reason = _limit_reached(exit_code, float(report.get("cpu_s", 0.0)), _cpu_seconds(limits))
     truncated = len(totals) < 2 or any(total > limits.max_output_bytes for total in totals)
     return SandboxResult(
         stdout=out.decode("utf-8", errors="replace"),
@@ -354,3 +458,29 @@ async def _run(
         truncated=truncated,
         isolation=isolation,
     )
+
+
+def _read_status(fd: int) -> dict[str, Any]:
+    # The supervisor writes one small JSON object before it exits; a dead supervisor writes none.
+    os.set_blocking(fd, False)
+    try:
+        data = os.read(fd, 4096)
+    except BlockingIOError:
+        return {}
+    try:
+        report = json.loads(data)
+    except ValueError:
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
+def _limit_reached(exit_code: int | None, cpu_used: float, cpu_limit: int) -> str:
+    """The limit that ended a program the kernel or the prelude stopped, else ``""``."""
+    if exit_code == EXIT_CPU_LIMIT:
+        return "cpu_limit"
+    # A program that ignores SIGXCPU is killed with SIGKILL at the hard limit (one second later).
+    if exit_code in (-signal.SIGKILL, -signal.SIGXCPU) and cpu_used >= cpu_limit:
+        return "cpu_limit"
+    if exit_code == -signal.SIGXFSZ:
+        return "file_size_limit"
+    return ""
