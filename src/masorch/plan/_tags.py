@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Pair:
-    """One ``<name>content</name>``: the opening tag's name as written and the spans."""
+    """One ``<name>content</name>``: the opening tag's name as written and its spans."""
 
     name: str
     start: int
@@ -28,17 +28,22 @@ class Pair:
 
 
 class TagPairs:
-    """Pairs of the tags matched by ``token``: a pattern ``<(/?)(NAME)>`` with the names as group 2.
+    """Pairs of the tags whose names match the pattern ``names``.
 
-    ``ignore_case`` pairs names the way a case-insensitive back-reference does (character by
-    character lower case).
+    A closing tag closes an opening tag of the same name, as the back-reference in
+    ``<(a|b)>.*?</\1>`` demands (with ``ignore_case``, compared the way a case-insensitive
+    back-reference compares: character by character in lower case); with ``any_close``, any closing
+    tag the pattern matches closes, as in ``<answer>.*?</answer>``.
     """
 
-    def __init__(self, names: str, ignore_case: bool = False) -> None:
+    def __init__(self, names: str, ignore_case: bool = False, any_close: bool = False) -> None:
         self.token = re.compile(rf"<(/?)({names})>", re.I if ignore_case else 0)
         self.ignore_case = ignore_case
+        self.any_close = any_close
 
     def _key(self, name: str) -> str:
+        if self.any_close:
+            return ""
         if not self.ignore_case:
             return name
         if name.isascii():

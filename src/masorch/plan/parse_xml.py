@@ -56,7 +56,7 @@ _AGENT_CLOSE = re.compile(r"</agent>", re.I)
 _EDGE_TOKEN = re.compile(r"<(from|to)>([^<]*)</\1>", re.I)
 _ARG = TagPairs(r"[A-Za-z_][\w\-]*")
 _PARTIAL_TAG = re.compile(r"</?(?:[A-Za-z_]\w*)?")
-_ANSWER = TagPairs("answer", ignore_case=True)
+_ANSWER = TagPairs("answer", ignore_case=True, any_close=True)
 
 
 def looks_like_xml(text: str) -> bool:
