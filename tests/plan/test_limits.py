@@ -218,13 +218,19 @@ tag_soup = st.lists(
 def test_tag_pairs_match_the_lazy_patterns(text: str):
     assert px.strip_thinking(text) == _OLD_THINKING.sub("", text)
     assert px.blank_thinking(text) == _OLD_THINKING.sub(lambda m: "\n" * m.group().count("\n"), text)
-    assert [text[p.content_start : p.content_end] for p in px._ANSWER.pairs(text)] == _OLD_ANSWER.findall(
-        text
-    )
+    assert [content for _, content in px._ANSWER.items(text)] == _OLD_ANSWER.findall(text)
     assert px._ANSWER.sub(text, "") == _OLD_ANSWER.sub("", text)
+    for new, old in (
+        (px._THINKING, _OLD_THINKING),
+        (px._ANSWER, _OLD_ANSWER),
+        (px._FIELDS, _OLD_FIELDS),
+        (px._ARG, _OLD_ARG),
+    ):
+        assert [(p.start, p.end) for p in new.scan(text)] == [m.span() for m in old.finditer(text)]
     for new, old in ((px._FIELDS, _OLD_FIELDS), (px._ARG, _OLD_ARG)):
-        pairs = [(p.name, text[p.content_start : p.content_end], p.start, p.end) for p in new.pairs(text)]
-        assert pairs == [(m.group(1), m.group(2), m.start(), m.end()) for m in old.finditer(text)]
+        expected = [m.groups() for m in old.finditer(text)]
+        assert new.items(text) == expected  # whichever way it takes
+        assert [(p.name, text[p.content_start : p.content_end]) for p in new.scan(text)] == expected
 
 
 json_soup = st.lists(

@@ -1,11 +1,13 @@
-"""``<name>content</name>`` pairs found in linear time, as a lazy regex would find them.
+r"""``<name>content</name>`` pairs found in linear time, exactly as a lazy regex finds them.
 
-A pattern like ``<(name)>(.*?)</\\1>`` rescans the rest of the text from every opening tag that is
+A pattern like ``<(name)>(.*?)</\1>`` rescans the rest of the text from every opening tag that is
 never closed, so a run of unclosed tags (``<thinking><thinking>...``) costs time quadratic in the
-text. :func:`pairs` finds the same matches with one scan over the tags: it pairs each opening tag
-with the first closing tag of the same name after it (a bisection), skipping opening tags inside
-an earlier match, exactly as ``finditer`` with the lazy pattern does. A property test in
-``tests/plan/test_limits.py`` checks that both agree.
+text. :class:`TagPairs` finds the same matches in linear time: when every opening tag has a
+closing tag of its name somewhere after it (one pass over the tags, from the end), the lazy
+pattern never rescans and runs as it is - the common case, and the fastest; otherwise
+:meth:`TagPairs.scan` pairs each opening tag with the first closing tag after it (a bisection),
+skipping opening tags inside an earlier pair, as ``finditer`` does. A property test in
+``tests/plan/test_limits.py`` checks both ways against the lazy pattern.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
+
+#: With at most this many "<" in a text, the lazy pattern costs at most this many steps per character
+#: even when no tag is closed, so it runs without a check (blocks of an ordinary plan).
+_FEW_TAGS = 32
 
 
-@dataclass(frozen=True, slots=True)
-class Pair:
+class Pair(NamedTuple):
     """One ``<name>content</name>``: the opening tag's name as written and its spans."""
 
     name: str
@@ -28,7 +33,7 @@ class Pair:
 
 
 class TagPairs:
-    """Pairs of the tags whose names match the pattern ``names``.
+    r"""Pairs of the tags whose names match the pattern ``names``.
 
     A closing tag closes an opening tag of the same name, as the back-reference in
     ``<(a|b)>.*?</\1>`` demands (with ``ignore_case``, compared the way a case-insensitive
@@ -37,9 +42,69 @@ class TagPairs:
     """
 
     def __init__(self, names: str, ignore_case: bool = False, any_close: bool = False) -> None:
-        self.token = re.compile(rf"<(/?)({names})>", re.I if ignore_case else 0)
+        flags = re.I if ignore_case else 0
+        self.token = re.compile(rf"<(/?)({names})>", flags)
+        close = f"(?:{names})" if any_close else r"\1"
+        # "(.*?)</close>" as an unrolled loop ("[^<]*" runs), which the regex engine scans faster.
+        self.lazy = re.compile(rf"<({names})>([^<]*(?:<(?!/{close}>)[^<]*)*)</{close}>", flags)
         self.ignore_case = ignore_case
         self.any_close = any_close
+        # Literal names ("thinking|think"): on ASCII text the check is a few string searches.
+        literal = re.fullmatch(r"[a-z_]+(?:\|[a-z_]+)*", names) is not None
+        self._literal = [(f"<{n}>", f"</{n}>") for n in names.split("|")] if literal else None
+
+    def items(self, text: str) -> list[tuple[str, str]]:
+        """``(name, content)`` of every pair in ``text``, left to right, none inside another."""
+        if "<" not in text:
+            return []
+        if self._lazy_is_linear(text):
+            return self.lazy.findall(text)
+        return [(p.name, text[p.content_start : p.content_end]) for p in self.scan(text)]
+
+    def sub(self, text: str, replace: str | None = None) -> str:
+        """``text`` with every pair replaced by ``replace`` (None: by the pair's line breaks only)."""
+        if "<" not in text:
+            return text
+        if self._lazy_is_linear(text):
+            if replace is None:
+                return self.lazy.sub(lambda m: "\n" * m.group().count("\n"), text)
+            fill = replace
+            return self.lazy.sub(lambda _: fill, text)
+        parts: list[str] = []
+        pos = 0
+        for p in self.scan(text):
+            parts.append(text[pos : p.start])
+            parts.append("\n" * text.count("\n", p.start, p.end) if replace is None else replace)
+            pos = p.end
+        if not parts:
+            return text
+        parts.append(text[pos:])
+        return "".join(parts)
+
+    def _lazy_is_linear(self, text: str) -> bool:
+        """Whether the lazy pattern runs in linear time on ``text``.
+
+        It does when every opening tag has a closing tag for it further on (nothing is rescanned),
+        and when the text has few tags: each rescan costs at most the text's length.
+        """
+        if text.count("<") <= _FEW_TAGS:
+            return True
+        if self._literal is not None and text.isascii():
+            low = text.lower() if self.ignore_case else text
+            # An absent opening tag finds -1, below any closing tag and below 0 when none is there.
+            if self.any_close:
+                last_close = max(0, *(low.rfind(close) for _, close in self._literal))
+                return all(low.rfind(open_) < last_close for open_, _ in self._literal)
+            return all(low.rfind(open_) < max(0, low.rfind(close)) for open_, close in self._literal)
+        closed: set[str] = set()
+        plain = not self.ignore_case and not self.any_close
+        for slash, name in reversed(self.token.findall(text)):
+            key = name if plain else self._key(name)
+            if slash:
+                closed.add(key)
+            elif key not in closed:
+                return False
+        return True
 
     def _key(self, name: str) -> str:
         if self.any_close:
@@ -51,17 +116,14 @@ class TagPairs:
         # As the regex engine compares: one character at a time ("İ" -> "i", no final sigma).
         return "".join(c.lower()[0] for c in name)
 
-    def pairs(self, text: str, start: int = 0, end: int | None = None) -> Iterator[Pair]:
-        """Every pair in ``text[start:end]``, left to right, none inside another."""
-        stop = len(text) if end is None else end
-        if text.find("<", start, stop) < 0:
-            return
+    def scan(self, text: str) -> Iterator[Pair]:
+        """The pairs found by one scan over the tags (linear whatever the text)."""
         # Parallel lists of plain ints and strings: no object per tag for the collector to track.
         names: list[str] = []
         starts: list[int] = []
         ends: list[int] = []
         closes: dict[str, tuple[list[int], list[int]]] = {}
-        for m in self.token.finditer(text, start, stop):
+        for m in self.token.finditer(text):
             if m.group(1):
                 found = closes.get(self._key(m.group(2)))
                 if found is None:
@@ -74,7 +136,7 @@ class TagPairs:
                 ends.append(m.end())
         if not closes:
             return
-        cursor = start
+        cursor = 0
         for name, open_start, open_end in zip(names, starts, ends, strict=True):
             if open_start < cursor:
                 continue
@@ -86,16 +148,3 @@ class TagPairs:
                 continue
             yield Pair(name, open_start, open_end, found[0][k], found[1][k])
             cursor = found[1][k]
-
-    def sub(self, text: str, replace: str | None = None) -> str:
-        """``text`` with every pair replaced by ``replace`` (None: by the pair's line breaks only)."""
-        parts: list[str] = []
-        pos = 0
-        for p in self.pairs(text):
-            parts.append(text[pos : p.start])
-            parts.append("\n" * text.count("\n", p.start, p.end) if replace is None else replace)
-            pos = p.end
-        if not parts:
-            return text
-        parts.append(text[pos:])
-        return "".join(parts)

@@ -24,10 +24,11 @@ from masorch.plan.parse_xml import blank_thinking
 # text ends inside it). Any other "{" (a LaTeX brace, a set in prose) cannot open a JSON object.
 _START = re.compile(r'\[|\{(?=\s*\Z|[ \t\n\r]*["}])')
 _DECODER = json.JSONDecoder()
-#: The first window of text a value is decoded from; it grows 8-fold until the result cannot depend
-#: on where the window ends. Decoding from the whole text would make every syntax error cost time
-#: in proportion to the text before it (``JSONDecodeError`` counts the lines from the start).
-_WINDOW = 64
+#: The first window of text a value is decoded from (an ordinary plan fits in it); it grows 8-fold
+#: until the result cannot depend on where the window ends. Decoding from the whole text would make
+#: every syntax error cost time in proportion to the text before it (``JSONDecodeError`` counts the
+#: lines from the start).
+_WINDOW = 4096
 #: How close to a window's end an error may be an artefact of the cut (``-Infinity``, ``\uXXXX``).
 _MARGIN = 32
 _SHAPE_HINT = 'give a list of {"name": ..., "arguments": {...}} tool calls or one {"agents": [...]} object'

@@ -100,8 +100,8 @@ _FIELDS = TagPairs("agent_id|agent_output_id|agent_name|agent_description|requir
 def _fields(block: str) -> dict[str, str]:
     """The first occurrence of each agent field tag in one block, stripped (one pass over it)."""
     out: dict[str, str] = {}
-    for p in _FIELDS.pairs(block):
-        out.setdefault(p.name.lower(), block[p.content_start : p.content_end].strip())
+    for name, content in _FIELDS.items(block):
+        out.setdefault(name.lower(), content.strip())
     return out
 
 
@@ -140,9 +140,7 @@ def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec |
     args_text = fields.get("required_arguments")
     task = ""
     params: dict[str, ParamValue] = {}
-    source = block if args_text is None else args_text
-    for p in _ARG.pairs(source):
-        tag, content = p.name, source[p.content_start : p.content_end]
+    for tag, content in _ARG.items(block if args_text is None else args_text):
         if args_text is None and tag.lower() not in ("agent_input", *ARG_TO_PARAM):
             continue  # without <required_arguments>, only the known argument tags are read
         if tag == "agent_input":
@@ -258,7 +256,7 @@ def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
             diags.append(diag("truncated", "the text ends inside <thinking>", "close it with </thinking>"))
         else:  # "</thinking>" forgotten: the reasoning ends where the first plan tag begins
             body = body[: open_thinking.start()] + rest[tag_at:]
-    answers = [body[p.content_start : p.content_end] for p in _ANSWER.pairs(body)]
+    answers = [content for _, content in _ANSWER.items(body)]
     body = _ANSWER.sub(body, "")
     if re.search(r"<answer>", body, re.I):
         diags.append(diag("truncated", "the text ends inside <answer>", "close it with </answer>"))
