@@ -63,8 +63,10 @@ def param_value(value: Any, depth: int = 0) -> tuple[bool, ParamValue]:
 def _short(value: Any) -> str:
     try:
         text = repr(value)
-    except (RecursionError, ValueError):  # ValueError: an integer too long to print
-        return "a deeply nested value or a number too long to print"
+    except RecursionError:
+        return "a deeply nested value"
+    except ValueError:  # an integer too long to print
+        return "a value holding a number too long to print"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
