@@ -261,32 +261,15 @@ def _prose_skip(name: str, source: str, where: str) -> Diagnostic:
 
 def _convert(name: str, call: ast.Call, where: str) -> tuple[RawCall, list[Diagnostic]]:
     problems: list[Diagnostic] = []
-    args: list[Any] = []
+    args = [
+        _argument(name, node, f"argument {i + 1}", None, where, problems) for i, node in enumerate(call.args)
+    ]
     kwargs: dict[str, Any] = {}
-    for i, node in enumerate(call.args):
-        if _huge_int(node):
-            problems.append(_huge_int_diag(name, f"argument {i + 1}", where))
-            value = UNREADABLE
-        else:
-            ok, value = (False, None) if isinstance(node, ast.Starred) else _literal(node)
-            if not ok:
-                problems.append(_non_literal(name, _unparse(node), where))
-                value = UNREADABLE
-        args.append(value)
     for kw in call.keywords:
-        if _huge_int(kw.value):
-            problems.append(_huge_int_diag(name, kw.arg or "**", where))
-            if kw.arg is not None:
-                kwargs[kw.arg] = UNREADABLE
-            continue
         if kw.arg is None:
             problems.append(_non_literal(name, "**" + _unparse(kw.value), where))
             continue  # unknown keys: nothing to hold a place for
-        ok, value = _literal(kw.value)
-        if not ok:
-            problems.append(_non_literal(name, f"{kw.arg}={_unparse(kw.value)}", where))
-            value = UNREADABLE
-        kwargs[kw.arg] = value
+        kwargs[kw.arg] = _argument(name, kw.value, kw.arg, kw.arg, where, problems)
     return RawCall(name, tuple(args), kwargs, where), problems
 
 
@@ -294,6 +277,28 @@ def _convert(name: str, call: ast.Call, where: str) -> tuple[RawCall, list[Diagn
 #: and cannot print a longer integer; hexadecimal, octal and binary literals get the same limit.
 MAX_INT_DIGITS = 4300
 _MAX_INT_BITS = int(MAX_INT_DIGITS * math.log2(10))  # an integer of this many bits has <= 4300 digits
+
+
+def _argument(
+    name: str, node: ast.expr, label: str, keyword: str | None, where: str, problems: list[Diagnostic]
+) -> Any:
+    """The literal value of one argument, or ``UNREADABLE`` once its problem is recorded."""
+    if _huge_int(node):
+        problems.append(
+            diag(
+                "syntax",
+                f"{name}: {label} holds an integer literal with more than {MAX_INT_DIGITS} digits",
+                "write an ordinary number",
+                where,
+            )
+        )
+        return UNREADABLE
+    ok, value = (False, None) if isinstance(node, ast.Starred) else _literal(node)
+    if not ok:
+        shown = _unparse(node) if keyword is None else f"{keyword}={_unparse(node)}"
+        problems.append(_non_literal(name, shown, where))
+        return UNREADABLE
+    return value
 
 
 def _huge_int(node: ast.expr) -> bool:
@@ -306,20 +311,13 @@ def _huge_int(node: ast.expr) -> bool:
     )
 
 
-def _huge_int_diag(name: str, arg: str, where: str) -> Diagnostic:
-    return diag(
-        "syntax",
-        f"{name}: {arg} holds an integer literal with more than {MAX_INT_DIGITS} digits",
-        "write an ordinary number",
-        where,
-    )
-
-
 def _unparse(node: ast.expr) -> str:
     try:
         return ast.unparse(node)
-    except (RecursionError, ValueError):  # ValueError: an integer too long to print
+    except RecursionError:
         return "(a deeply nested expression)"
+    except ValueError:  # an integer too long to print
+        return "(an expression with a number too long to print)"
 
 
 def _non_literal(name: str, arg: str, where: str) -> Diagnostic:
