@@ -26,7 +26,7 @@ def close_match(word: str, options: list[str]) -> str:
 
 
 class Suggestions:
-    """ "Did you mean ...?" prefixes against one set of names, at most ``MAX_SUGGESTIONS`` of them."""
+    """Hint prefixes ("did you mean ...?") against one set of names, at most ``MAX_SUGGESTIONS``."""
 
     def __init__(self, names: Collection[str]) -> None:
         self._names = sorted(names) if len(names) <= MAX_SUGGESTION_OPTIONS else []
