@@ -238,7 +238,7 @@ json_soup = st.lists(
         [
             "{", "}", "[", "]", '"', '"k"', ":", ",", " ", "\n", "1", "-", ".", "e", "1.5e+3", "true",
             "tru", "null", "NaN", "Infinity", "-Infinity", "\\", "\\u12", "\\ud834\\udd1e", "x", "\t",
-            "\x0c", '"abcdefghij"', "[1, 2, 3]", '{"a": [true, null]}',
+            "\x0c", "\u00a0", '"abcdefghij"', "[1, 2, 3]", '{"a": [true, null]}',
         ]
     ),
     max_size=120,
@@ -263,6 +263,50 @@ def test_windowed_json_decoding_matches_decoding_the_whole_text(text: str):
     with mock.patch.object(pj, "_WINDOW", 40):  # small windows, so that they grow in these texts
         for start in [i for i, c in enumerate(text) if c in "[{"][:6]:
             assert _outcome(pj._decode_at, text, start) == _outcome(pj._DECODER.raw_decode, text, start)
+
+
+def _old_values(text: str) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]]]:
+    """The former JSON scan (every "{" tried, whole-text decoding): the oracle for ``_values``."""
+    values: list[tuple[str, str]] = []
+    diags: list[tuple[str, str, str]] = []
+    pos = 0
+    while (m := re.compile(r"[\[{]").search(text, pos)) is not None:
+        where = f"char:{m.start()}"
+        try:
+            value, end = pj._DECODER.raw_decode(text, m.start())
+        except (RecursionError, ValueError) as exc:
+            if not isinstance(exc, json.JSONDecodeError):
+                diags.append(
+                    ("syntax", "a JSON value is nested too deeply or holds a number too long to read", where)
+                )
+                break
+            if (
+                exc.pos >= len(text)
+                or exc.msg.startswith("Unterminated string")
+                or not text[exc.pos :].strip()
+            ):
+                diags.append(("truncated", "the text ends inside a JSON value", where))
+                break
+            if m.group() == "{" and text[m.start() + 1 : exc.pos].strip() == "":
+                pos = m.end()
+                continue
+            diags.append(
+                ("syntax", f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", where)
+            )
+            pos = max(exc.pos, m.end())
+            continue
+        values.append((repr(value), where))
+        pos = end
+    return values, diags
+
+
+@SETTINGS
+@given(json_soup)
+def test_json_values_match_the_former_scan(text: str):
+    with mock.patch.object(pj, "_WINDOW", 40):  # small windows, so that they grow in these texts
+        values, diags = pj._values(text)
+    found = ([(repr(v), where) for v, where in values], [(d.code, d.message, d.where) for d in diags])
+    assert found == _old_values(text)
 
 
 def _old_spans(text: str) -> list[tuple[int, bool]]:
