@@ -169,6 +169,9 @@ ISSUE_INPUTS = {
     "200 KB run of <think>": ("xml", "<think>" * 30_000),
     "200 KB run of <think> as calls": ("calls", "<think>" * 30_000 + 'final_answer("4")'),
     "200 KB run of <think> as json": ("json", "<think>" * 30_000 + "[]"),
+    # A few tags left open before a long text: each would rescan all of it.
+    "32 open <thinking> before 1 MB": ("xml", "<thinking>" * 32 + "A" * 1_000_000),
+    "blocks of 31 open <agent_id>": ("xml", ("<agent>" + "<agent_id>" * 31 + "A" * 2000 + "</agent>") * 400),
 }
 
 

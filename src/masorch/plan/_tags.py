@@ -17,10 +17,6 @@ import re
 from collections.abc import Iterator
 from typing import NamedTuple
 
-#: With at most this many "<" in a text, the lazy pattern costs at most this many steps per character
-#: even when no tag is closed, so it runs without a check (blocks of an ordinary plan).
-_FEW_TAGS = 32
-
 
 class Pair(NamedTuple):
     """One ``<name>content</name>``: the opening tag's name as written and its spans."""
@@ -82,20 +78,15 @@ class TagPairs:
         return "".join(parts)
 
     def _lazy_is_linear(self, text: str) -> bool:
-        """Whether the lazy pattern runs in linear time on ``text``.
-
-        It does when every opening tag has a closing tag for it further on (nothing is rescanned),
-        and when the text has few tags: each rescan costs at most the text's length.
-        """
-        if text.count("<") <= _FEW_TAGS:
-            return True
+        """Whether every opening tag has a closing tag for it further on (then nothing is rescanned)."""
         if self._literal is not None and text.isascii():
             low = text.lower() if self.ignore_case else text
-            # An absent opening tag finds -1, below any closing tag and below 0 when none is there.
-            if self.any_close:
-                last_close = max(0, *(low.rfind(close) for _, close in self._literal))
-                return all(low.rfind(open_) < last_close for open_, _ in self._literal)
-            return all(low.rfind(open_) < max(0, low.rfind(close)) for open_, close in self._literal)
+            last_close = max(low.rfind(close) for _, close in self._literal) if self.any_close else 0
+            for open_, close in self._literal:
+                at = low.rfind(open_)  # the last opening tag of this name, -1 when there is none
+                if at >= 0 and at > (last_close if self.any_close else low.rfind(close)):
+                    return False
+            return True
         closed: set[str] = set()
         plain = not self.ignore_case and not self.any_close
         for slash, name in reversed(self.token.findall(text)):
