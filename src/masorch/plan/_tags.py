@@ -3,8 +3,9 @@ r"""``<name>content</name>`` pairs found in linear time, exactly as a lazy regex
 A pattern like ``<(name)>(.*?)</\1>`` rescans the rest of the text from every opening tag that is
 never closed, so a run of unclosed tags (``<thinking><thinking>...``) costs time quadratic in the
 text. :class:`TagPairs` finds the same matches in linear time: when every opening tag has a
-closing tag of its name somewhere after it (one pass over the tags, from the end), the lazy
-pattern never rescans and runs as it is - the common case, and the fastest; otherwise
+closing tag of its name somewhere after it (a string search per name for fixed names, else one
+pass over the tags from the end), the lazy pattern never rescans and runs as it is - the common
+case, and the fastest; otherwise
 :meth:`TagPairs.scan` pairs each opening tag with the first closing tag after it (a bisection),
 skipping opening tags inside an earlier pair, as ``finditer`` does. A property test in
 ``tests/plan/test_limits.py`` checks both ways against the lazy pattern.
