@@ -65,6 +65,8 @@ def _short(value: Any) -> str:
         text = repr(value)
     except RecursionError:
         return "a deeply nested value"
+    except ValueError:  # an integer too long to print
+        return "a value holding a number too long to print"
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -3,17 +3,41 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Collection
 
 from masorch.plan.catalogue import Catalogue, ParamSpec
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import AgentSpec
 from masorch.plan.refs import ID_RE
 
+#: Most names a "did you mean" suggestion compares against, and most suggestions one validation
+#: makes: each costs up to a millisecond, so a plan far over its limits (thousands of agents or
+#: dangling references) gets none beyond these, and validation stays linear in the plan's size.
+MAX_SUGGESTION_OPTIONS = 64
+MAX_SUGGESTIONS = 32
+
 
 def close_match(word: str, options: list[str]) -> str:
     """A "did you mean ...?" prefix for a hint, or an empty string."""
+    if len(word) > 100:  # far longer than any id: nothing is close, and comparing costs its square
+        return ""
     match = difflib.get_close_matches(word, options, n=1)
     return f"did you mean {match[0]!r}? " if match else ""
+
+
+class Suggestions:
+    """Hint prefixes ("did you mean ...?") against one set of names, at most ``MAX_SUGGESTIONS``."""
+
+    def __init__(self, names: Collection[str]) -> None:
+        self._names = sorted(names) if len(names) <= MAX_SUGGESTION_OPTIONS else []
+        self._left = MAX_SUGGESTIONS
+
+    def __call__(self, word: str) -> str:
+        """The prefix for ``word``, or an empty string (also once the budget is spent)."""
+        if not self._names or self._left <= 0:
+            return ""
+        self._left -= 1
+        return close_match(word, self._names)
 
 
 def check_agent(agent: AgentSpec, catalogue: Catalogue, max_task_chars: int, out: list[Diagnostic]) -> None:

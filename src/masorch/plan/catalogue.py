@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -47,6 +48,8 @@ class ParamSpec(BaseModel):
             if isinstance(value, bool) or not isinstance(value, numeric):
                 kind = "an integer" if self.type == "int" else "a number"
                 return f"{self.name} must be {kind}, got {value!r}"
+            if isinstance(value, float) and not math.isfinite(value):  # NaN passes every range test
+                return f"{self.name} must be a finite number, got {value!r}"
             if self.minimum is not None and value < self.minimum:
                 return f"{self.name} must be at least {_num(self.minimum)}, got {value}"
             if self.maximum is not None and value > self.maximum:

@@ -51,6 +51,7 @@ class Diagnostic:
 #: Every diagnostic code, its default severity and a one-line meaning (the documentation's table).
 CODES: dict[str, tuple[Severity, str]] = {
     # reading the text (parse stage)
+    "plan_too_large": (Severity.ERROR, "the text is longer than the limit and was not read"),
     "no_plan": (Severity.ERROR, "the text contains no plan in any dialect"),
     "syntax": (Severity.ERROR, "a call, JSON value or tag could not be read"),
     "truncated": (Severity.ERROR, "the text ends inside a call, JSON value or tag"),
@@ -115,6 +116,9 @@ def code_counts(diagnostics: Iterable[Diagnostic]) -> dict[str, int]:
 def compliance(diagnostics: Sequence[Diagnostic]) -> float:
     """Protocol compliance in [0, 1]: 1.0 with no diagnostics, 0.0 when no plan could be read.
 
+    No plan is read when none was found (``no_plan``) or when the text was too long to read
+    (``plan_too_large``).
+
     Each error costs a full unit and each warning a quarter: ``1 / (1 + errors + warnings / 4)``.
     The score falls monotonically as problems are added, so a reward can prefer a plan with fewer
     problems even when both are invalid.
@@ -126,7 +130,7 @@ def compliance(diagnostics: Sequence[Diagnostic]) -> float:
     >>> compliance([diag("no_plan", "nothing")])
     0.0
     """
-    if any(d.code == "no_plan" for d in diagnostics):
+    if any(d.code in ("no_plan", "plan_too_large") for d in diagnostics):
         return 0.0
     n_err = sum(1 for d in diagnostics if d.is_error)
     n_warn = len(diagnostics) - n_err

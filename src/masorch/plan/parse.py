@@ -19,6 +19,11 @@ Dialect = Literal["calls", "json", "xml"]
 DialectChoice = Literal["auto", "calls", "json", "xml"]
 DIALECTS: tuple[Dialect, ...] = ("calls", "json", "xml")
 
+#: Most characters a text may have to be read at all (``Limits.max_text_chars``): 256 Ki characters,
+#: about 64k tokens, more than any orchestrator's completion. A longer text is rejected before any
+#: reading step, so the worst case of every reader stays bounded.
+MAX_TEXT_CHARS = 262_144
+
 _CALLS_HINT = re.compile(r"(?:create_agent|create_flow|final_answer)\s*\(")
 
 
@@ -77,8 +82,13 @@ def detect_dialect(text: str) -> Dialect | None:
 _READERS = {"calls": parse_calls, "json": parse_json, "xml": parse_xml}
 
 
-def parse(text: str, dialect: DialectChoice = "auto") -> ParseResult:
-    """Parse ``text`` in ``dialect`` (``"auto"`` detects it); problems are diagnostics, never raised."""
+def parse(text: str, dialect: DialectChoice = "auto", max_chars: int = MAX_TEXT_CHARS) -> ParseResult:
+    """Parse ``text`` in ``dialect`` (``"auto"`` detects it); problems are diagnostics, never raised.
+
+    A text longer than ``max_chars`` is not read: its only diagnostic is ``plan_too_large``.
+    """
+    if len(text) > max_chars:
+        return ParseResult(None, None if dialect == "auto" else dialect, (_too_large(len(text), max_chars),))
     chosen: Dialect | None = detect_dialect(text) if dialect == "auto" else dialect
     if chosen is None:
         return ParseResult(None, None, (_no_plan(dialect),))
@@ -87,6 +97,14 @@ def parse(text: str, dialect: DialectChoice = "auto") -> ParseResult:
         diags = [*diags, _no_plan(chosen)]
     logger.debug("parsed %s plan: %d diagnostics", chosen, len(diags))
     return ParseResult(plan, chosen, tuple(diags))
+
+
+def _too_large(size: int, limit: int) -> Diagnostic:
+    return diag(
+        "plan_too_large",
+        f"the text has {size:,} characters; the limit is {limit:,}, so it was not read",
+        "write a shorter answer: brief reasoning, then the plan once",
+    )
 
 
 def _no_plan(dialect: str) -> Diagnostic:

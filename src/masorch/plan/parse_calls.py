@@ -12,6 +12,7 @@ calls in ``#`` comments and drafted in ``<think>`` blocks are not part of the pl
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,9 @@ _DOTTED_TAIL = re.compile(r"(?:[A-Za-z_]\w*\.)+$")  # "agents." in "agents.creat
 _CODE_PREFIX = re.compile(
     r"^\s*(?:[-*+>]\s+|\d+[.)]\s+|>>>\s*|\.\.\.\s+|[A-Za-z_][\w.]*\s*=\s*|await\s+|`)?\s*$"
 )
+#: A code prefix is short (a bullet, ``x = ``, ``agents.``); a longer one is prose, which keeps the
+#: prefix patterns (whose ``$``-anchored search is quadratic in the prefix) on short strings.
+_MAX_CODE_PREFIX = 120
 _SPECIAL = re.compile(r"\"\"\"|'''|[\"'()\[\]{}#]")
 _OPEN = {"(": ")", "[": "]", "{": "}"}
 _STRING_END = {
@@ -107,24 +111,42 @@ def _spans(text: str, diags: list[Diagnostic]) -> tuple[list[_Span], bool]:
     spans: list[_Span] = []
     found = False
     pos = 0
-    line_no, counted_to = 1, 0  # line numbers are counted incrementally: one pass over the text
+    # Lines are tracked incrementally (one pass over the text): the line number, where the current
+    # line starts, whether it is a comment, and where the last call name's "(" was.
+    line_no, counted_to = 1, 0
+    line_start, scanned_to, prefix_line, last_paren = 0, 0, -1, -1
+    head, comment = "", False
     while True:
         m = _CALL_START.search(text, pos)
         if m is None:
             break
         start = m.start(1)
+        newline = text.rfind("\n", scanned_to, start)
+        scanned_to = start
+        if newline >= 0:
+            line_start = newline + 1
+        after_call, last_paren = last_paren >= line_start, m.end() - 1
         if start and (text[start - 1].isalnum() or text[start - 1] == "_"):
             pos = m.end()  # part of a longer name, e.g. "recreate_agent("
             continue
-        prefix = text[text.rfind("\n", 0, start) + 1 : start]
-        if prefix.lstrip().startswith("#"):  # a commented-out call is not part of the plan
+        if prefix_line != line_start:  # the first call on its line: read what stands before it
+            prefix_line = line_start
+            head = text[line_start:start].lstrip()
+            comment = head.startswith("#")
+        if comment:  # a commented-out call is not part of the plan
             pos = m.end()
             continue
         found = True
         line_no += text.count("\n", counted_to, start)
         counted_to = start
         where = f"line:{line_no}"
-        in_prose = bool(prefix.strip()) and _CODE_PREFIX.match(_DOTTED_TAIL.sub("", prefix)) is None
+        if after_call:  # another call's "(" stands before it on its line: a sentence, not code
+            in_prose = True
+        else:  # the first call on its line, so ``head`` is what stands before it
+            in_prose = bool(head) and (
+                len(head.rstrip()) > _MAX_CODE_PREFIX
+                or _CODE_PREFIX.match(_DOTTED_TAIL.sub("", head)) is None
+            )
         name = m.group(1)
         fast = read_call(text, m.end() - 1)
         if fast is not None:
@@ -239,24 +261,54 @@ def _prose_skip(name: str, source: str, where: str) -> Diagnostic:
 
 def _convert(name: str, call: ast.Call, where: str) -> tuple[RawCall, list[Diagnostic]]:
     problems: list[Diagnostic] = []
-    args: list[Any] = []
+    args = [
+        _argument(name, node, f"argument {i + 1}", None, where, problems) for i, node in enumerate(call.args)
+    ]
     kwargs: dict[str, Any] = {}
-    for node in call.args:
-        ok, value = (False, None) if isinstance(node, ast.Starred) else _literal(node)
-        if not ok:
-            problems.append(_non_literal(name, _unparse(node), where))
-            value = UNREADABLE
-        args.append(value)
     for kw in call.keywords:
         if kw.arg is None:
             problems.append(_non_literal(name, "**" + _unparse(kw.value), where))
             continue  # unknown keys: nothing to hold a place for
-        ok, value = _literal(kw.value)
-        if not ok:
-            problems.append(_non_literal(name, f"{kw.arg}={_unparse(kw.value)}", where))
-            value = UNREADABLE
-        kwargs[kw.arg] = value
+        kwargs[kw.arg] = _argument(name, kw.value, kw.arg, kw.arg, where, problems)
     return RawCall(name, tuple(args), kwargs, where), problems
+
+
+#: Python reads a decimal integer literal of at most 4300 digits (a longer one is a syntax error)
+#: and cannot print a longer integer; hexadecimal, octal and binary literals get the same limit.
+MAX_INT_DIGITS = 4300
+_MAX_INT_BITS = int(MAX_INT_DIGITS * math.log2(10))  # an integer of this many bits has <= 4300 digits
+
+
+def _argument(
+    name: str, node: ast.expr, label: str, keyword: str | None, where: str, problems: list[Diagnostic]
+) -> Any:
+    """The literal value of one argument, or ``UNREADABLE`` once its problem is recorded."""
+    if _huge_int(node):
+        problems.append(
+            diag(
+                "syntax",
+                f"{name}: {label} holds an integer literal with more than {MAX_INT_DIGITS} digits",
+                "write an ordinary number",
+                where,
+            )
+        )
+        return UNREADABLE
+    ok, value = (False, None) if isinstance(node, ast.Starred) else _literal(node)
+    if not ok:
+        shown = _unparse(node) if keyword is None else f"{keyword}={_unparse(node)}"
+        problems.append(_non_literal(name, shown, where))
+        return UNREADABLE
+    return value
+
+
+def _huge_int(node: ast.expr) -> bool:
+    """Whether ``node`` holds an integer literal too long to print."""
+    if isinstance(node, ast.Constant):  # the common case, without a walk
+        return isinstance(node.value, int) and node.value.bit_length() > _MAX_INT_BITS
+    return any(
+        isinstance(n, ast.Constant) and isinstance(n.value, int) and n.value.bit_length() > _MAX_INT_BITS
+        for n in ast.walk(node)
+    )
 
 
 def _unparse(node: ast.expr) -> str:
@@ -264,6 +316,8 @@ def _unparse(node: ast.expr) -> str:
         return ast.unparse(node)
     except RecursionError:
         return "(a deeply nested expression)"
+    except ValueError:  # an integer too long to print
+        return "(an expression with a number too long to print)"
 
 
 def _non_literal(name: str, arg: str, where: str) -> Diagnostic:

@@ -20,9 +20,67 @@ from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import Plan
 from masorch.plan.parse_xml import blank_thinking
 
-_START = re.compile(r"[\[{]")
+# Where a JSON value may start: any "[", and a "{" followed by a key, a "}" or only whitespace (the
+# text ends inside it). Any other "{" (a LaTeX brace, a set in prose) cannot open a JSON object.
+_START = re.compile(r'\[|\{(?=\s*\Z|[ \t\n\r]*["}])')
 _DECODER = json.JSONDecoder()
+#: The first window of text a value is decoded from (an ordinary plan fits in it); it grows 8-fold
+#: until the result cannot depend on where the window ends. Decoding from the whole text would make
+#: every syntax error cost time in proportion to the text before it (``JSONDecodeError`` counts the
+#: lines from the start).
+_WINDOW = 4096
+#: How close to a window's end an error may be an artefact of the cut (``-Infinity``, ``\uXXXX``).
+_MARGIN = 32
 _SHAPE_HINT = 'give a list of {"name": ..., "arguments": {...}} tool calls or one {"agents": [...]} object'
+
+
+class _JSONError(Exception):
+    """A JSON syntax error at ``pos`` of the whole text."""
+
+    def __init__(self, msg: str, pos: int) -> None:
+        super().__init__(msg)
+        self.msg = msg
+        self.pos = pos
+
+
+def _decode_at(text: str, start: int) -> tuple[Any, int]:
+    """The JSON value at ``start`` and the index after it, read from a window that grows as needed.
+
+    Raises ``_JSONError`` (positions in ``text``), ``RecursionError`` or ``ValueError`` (a number
+    too long to convert) exactly where decoding the whole text would.
+    """
+    size = _WINDOW
+    while True:
+        window = text[start : start + size]
+        try:
+            value, end = _DECODER.raw_decode(window)
+            return value, start + end  # a value that starts with "[" or "{" ends with its bracket
+        except json.JSONDecodeError as exc:
+            whole = start + size >= len(text)
+            if whole or (exc.pos < len(window) - _MARGIN and not exc.msg.startswith("Unterminated")):
+                raise _JSONError(exc.msg, start + exc.pos) from None
+        size *= 8
+
+
+class _Lines:
+    """Line and column of positions met in increasing order, counted incrementally (linear time)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.line = 1
+        self.last_newline = -1
+
+    def at(self, pos: int) -> tuple[int, int]:
+        """Line and column (from 1) of ``pos``, as ``json.JSONDecodeError`` gives them."""
+        if pos < self.pos:  # not expected: positions only grow; count from the start
+            self.pos, self.line, self.last_newline = 0, 1, -1
+        count = self.text.count("\n", self.pos, pos)
+        if count:
+            self.line += count
+            self.last_newline = self.text.rfind("\n", self.pos, pos)
+        self.pos = pos
+        return self.line, pos - self.last_newline
 
 
 def _values(text: str) -> tuple[list[tuple[Any, str]], list[Diagnostic]]:
@@ -30,15 +88,17 @@ def _values(text: str) -> tuple[list[tuple[Any, str]], list[Diagnostic]]:
     out: list[tuple[Any, str]] = []
     diags: list[Diagnostic] = []
     pos = 0
+    content_end = len(text.rstrip())  # from here on the text is only whitespace
+    lines = _Lines(text)
     while True:
         m = _START.search(text, pos)
         if m is None:
             break
         where = f"char:{m.start()}"
         try:
-            value, end = _DECODER.raw_decode(text, m.start())
-        except (RecursionError, ValueError) as exc:
-            if not isinstance(exc, json.JSONDecodeError):  # too deep, or a number too long to convert
+            value, end = _decode_at(text, m.start())
+        except (RecursionError, ValueError, _JSONError) as exc:
+            if not isinstance(exc, _JSONError):  # too deep, or a number too long to convert
                 diags.append(
                     diag(
                         "syntax",
@@ -48,22 +108,16 @@ def _values(text: str) -> tuple[list[tuple[Any, str]], list[Diagnostic]]:
                     )
                 )
                 break  # retrying at each inner bracket would cost quadratic time for nothing
-            if (
-                exc.pos >= len(text)
-                or exc.msg.startswith("Unterminated string")
-                or not text[exc.pos :].strip()
-            ):
+            if exc.pos >= content_end or exc.msg.startswith("Unterminated string"):
                 diags.append(
                     diag("truncated", "the text ends inside a JSON value", "close every { and [", where)
                 )
                 break
-            if m.group() == "{" and text[m.start() + 1 : exc.pos].strip() == "":
-                pos = m.end()  # "{" in prose (e.g. a LaTeX brace): not a JSON value at all
-                continue
+            line, column = lines.at(exc.pos)
             diags.append(
                 diag(
                     "syntax",
-                    f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}",
+                    f"invalid JSON at line {line} column {column}: {exc.msg}",
                     "write valid JSON (double quotes, no trailing commas)",
                     where,
                 )

@@ -18,6 +18,7 @@ import re
 from typing import Any
 
 from masorch.plan._build import param_value
+from masorch.plan._tags import TagPairs
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import AgentSpec, Flow, ParamValue, Plan
 
@@ -47,14 +48,15 @@ PARAM_TO_ARG: dict[str, str] = {v: k for k, v in ARG_TO_PARAM.items()}
 IGNORED_ARGS: frozenset[str] = frozenset({"vote_method"})
 
 _TAG_HINT = re.compile(r"<(agent|agent_id|agent_name|agent_output_id|edge|from|answer)>", re.I)
-_THINKING = re.compile(r"<(thinking|think)>.*?</\1>", re.S | re.I)
+# Tag pairs are found with ``TagPairs`` (linear time), not with ``<(x)>.*?</\1>`` patterns, which
+# rescan the rest of the text from every tag left open.
+_THINKING = TagPairs("thinking|think", ignore_case=True)
 _AGENT_OPEN = re.compile(r"<agent>", re.I)
 _AGENT_CLOSE = re.compile(r"</agent>", re.I)
 _EDGE_TOKEN = re.compile(r"<(from|to)>([^<]*)</\1>", re.I)
-# "(.*?)</tag>" written as an unrolled loop ("[^<]*" runs), which the regex engine scans far faster.
-_ARG = re.compile(r"<([A-Za-z_][\w\-]*)>([^<]*(?:<(?!/\1>)[^<]*)*)</\1>")
+_ARG = TagPairs(r"[A-Za-z_][\w\-]*")
 _PARTIAL_TAG = re.compile(r"</?(?:[A-Za-z_]\w*)?")
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_ANSWER = TagPairs("answer", ignore_case=True, any_close=True)
 
 
 def looks_like_xml(text: str) -> bool:
@@ -72,13 +74,13 @@ def xml_start(text: str) -> int | None:
 
 def strip_thinking(text: str) -> str:
     """``text`` without its closed ``<thinking>``/``<think>`` blocks."""
-    return _THINKING.sub("", text)
+    return _THINKING.sub(text, "")
 
 
 def blank_thinking(text: str) -> str:
     """``text`` with each closed ``<thinking>``/``<think>`` block replaced by its line breaks only
     (so line numbers after it stay right)."""
-    return _THINKING.sub(lambda m: "\n" * m.group().count("\n"), text)
+    return _THINKING.sub(text)
 
 
 def kind_of(name: str) -> str:
@@ -92,18 +94,14 @@ def kind_of(name: str) -> str:
     return name
 
 
-_FIELDS = re.compile(
-    r"<(agent_id|agent_output_id|agent_name|agent_description|required_arguments)>"
-    r"([^<]*(?:<(?!/\1>)[^<]*)*)</\1>",
-    re.I,
-)
+_FIELDS = TagPairs("agent_id|agent_output_id|agent_name|agent_description|required_arguments", True)
 
 
 def _fields(block: str) -> dict[str, str]:
     """The first occurrence of each agent field tag in one block, stripped (one pass over it)."""
     out: dict[str, str] = {}
-    for m in _FIELDS.finditer(block):
-        out.setdefault(m.group(1).lower(), m.group(2).strip())
+    for name, content in _FIELDS.items(block):
+        out.setdefault(name.lower(), content.strip())
     return out
 
 
@@ -142,8 +140,7 @@ def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec |
     args_text = fields.get("required_arguments")
     task = ""
     params: dict[str, ParamValue] = {}
-    for m in _ARG.finditer(block if args_text is None else args_text):
-        tag, content = m.group(1), m.group(2)
+    for tag, content in _ARG.items(block if args_text is None else args_text):
         if args_text is None and tag.lower() not in ("agent_input", *ARG_TO_PARAM):
             continue  # without <required_arguments>, only the known argument tags are read
         if tag == "agent_input":
@@ -249,7 +246,7 @@ def _clip(text: str, limit: int = 40) -> str:
 def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
     """The plan written in MAS-Orchestra tags (None when there are none) and its problems."""
     diags: list[Diagnostic] = []
-    body = _THINKING.sub("", text)
+    body = _THINKING.sub(text, "")
     open_thinking = re.search(r"<(thinking|think)>", body, re.I)
     if open_thinking is not None:
         rest = body[open_thinking.end() :]
@@ -259,8 +256,8 @@ def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
             diags.append(diag("truncated", "the text ends inside <thinking>", "close it with </thinking>"))
         else:  # "</thinking>" forgotten: the reasoning ends where the first plan tag begins
             body = body[: open_thinking.start()] + rest[tag_at:]
-    answers = _ANSWER.findall(body)
-    body = _ANSWER.sub("", body)
+    answers = [content for _, content in _ANSWER.items(body)]
+    body = _ANSWER.sub(body, "")
     if re.search(r"<answer>", body, re.I):
         diags.append(diag("truncated", "the text ends inside <answer>", "close it with </answer>"))
     blocks, outside = _blocks(body, diags)

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from masorch.plan._rules import check_agent, close_match
+from masorch.plan._rules import Suggestions, check_agent
 from masorch.plan.catalogue import Catalogue
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.graph import ancestors, cycle_through, strongly_connected, topological_order
 from masorch.plan.model import DoM, Plan, ValidatedPlan
-from masorch.plan.parse import DialectChoice, ParseResult, parse
+from masorch.plan.parse import MAX_TEXT_CHARS, DialectChoice, ParseResult, parse
 from masorch.plan.refs import REF_RE
 
 
@@ -38,6 +38,8 @@ class Limits:
     max_flows: int = 64
     #: whether a HIGH-DoM plan may answer directly instead of delegating
     direct_answer_in_high: bool = False
+    #: most characters in the text ``check`` reads; a longer text is rejected unread (``plan_too_large``)
+    max_text_chars: int = MAX_TEXT_CHARS
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,7 @@ def check(
     limits: Limits = Limits(),
 ) -> CheckResult:
     """Parse ``text`` and validate the plan it holds; all diagnostics of both stages together."""
-    parsed = parse(text, dialect)
+    parsed = parse(text, dialect, limits.max_text_chars)
     if parsed.plan is None:
         return CheckResult(parsed, None, parsed.diagnostics)
     result = validate(parsed.plan, dom, catalogue, limits)
@@ -167,7 +169,7 @@ def _shape(plan: Plan, dom: DoM, limits: Limits, out: list[Diagnostic]) -> bool:
     return True
 
 
-def _flows(plan: Plan, ids: set[str], out: list[Diagnostic]) -> list[tuple[str, str]]:
+def _flows(plan: Plan, ids: set[str], out: list[Diagnostic], suggest: Suggestions) -> list[tuple[str, str]]:
     """Flow rules; the distinct, well-formed edges that the graph rules then look at."""
     edges: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
@@ -179,7 +181,7 @@ def _flows(plan: Plan, ids: set[str], out: list[Diagnostic]) -> list[tuple[str, 
                 diag(
                     "dangling_flow",
                     f"the flow {flow.src} -> {flow.dst} names {end!r}, which is not an agent",
-                    f"{close_match(end, sorted(ids))}create agent {end!r} or fix the flow's id",
+                    f"{suggest(end)}create agent {end!r} or fix the flow's id",
                     where,
                 )
             )
@@ -211,7 +213,9 @@ def _flows(plan: Plan, ids: set[str], out: list[Diagnostic]) -> list[tuple[str, 
     return edges
 
 
-def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diagnostic]) -> None:
+def _refs(
+    plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diagnostic], suggest: Suggestions
+) -> None:
     for agent in plan.agents:
         where = f"agent:{agent.id}"
         if "${" not in agent.task:
@@ -232,7 +236,7 @@ def _refs(plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diag
                     diag(
                         "unknown_ref",
                         f"{token} refers to {target!r}, which is not an agent",
-                        f"{close_match(target, sorted(ids))}use the id of an upstream agent",
+                        f"{suggest(target)}use the id of an upstream agent",
                         where,
                     )
                 )
@@ -308,9 +312,10 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
     if not _shape(plan, dom, limits, out):
         return ValidationResult(plan, tuple(out), None)
     order_ids: list[str] = []
+    seen: set[str] = set()
     for agent in plan.agents:
         check_agent(agent, catalogue, limits.max_task_chars, out)
-        if agent.id in order_ids:
+        if agent.id in seen:
             out.append(
                 diag(
                     "duplicate_id",
@@ -321,9 +326,11 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
             )
         else:
             order_ids.append(agent.id)
+            seen.add(agent.id)
     ids = set(order_ids)
-    edges = _flows(plan, ids, out)
-    _refs(plan, ids, set(edges), out)
+    suggest = Suggestions(ids)  # bounded "did you mean" hints keep huge plans linear
+    edges = _flows(plan, ids, out, suggest)
+    _refs(plan, ids, set(edges), out, suggest)
     # At DoM low, extra agents and flows are already DoM errors; sink rules would only repeat them.
     sink, order = _graph(order_ids, edges, out, dom is DoM.HIGH) if order_ids else (None, [])
     parents: dict[str, list[str]] = {a: [] for a in order_ids}
