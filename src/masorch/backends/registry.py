@@ -23,7 +23,14 @@ from urllib.parse import urlsplit
 from masorch.backends.base import Backend
 from masorch.backends.cache import CACHE_MODES, CachedBackend, CacheMode, ResponseCache
 from masorch.backends.models import ModelStore
-from masorch.backends.openai_compat import OpenAIBackend, Pricing, RetryPolicy, SchemaFormat, redact_url
+from masorch.backends.openai_compat import (
+    GrammarFormat,
+    OpenAIBackend,
+    Pricing,
+    RetryPolicy,
+    SchemaFormat,
+    redact_url,
+)
 from masorch.errors import UsageError
 
 PROVIDERS: tuple[str, ...] = ("openai", "vllm", "local", "hf", "scripted")
@@ -35,7 +42,8 @@ class BackendSettings:
     """How backends made from model strings are configured (keys stay out of ``repr``).
 
     ``schema_format`` is how OpenAI-compatible backends send a JSON schema (see
-    :class:`~masorch.backends.openai_compat.OpenAIBackend`). ``cache_path`` with a ``cache_mode`` other
+    :class:`~masorch.backends.openai_compat.OpenAIBackend`), ``grammar_format`` whether and how they
+    send a GBNF grammar (None: not at all, as for hosted APIs). ``cache_path`` with a ``cache_mode`` other
     than ``off`` wraps every backend in a
     :class:`~masorch.backends.cache.CachedBackend` over that SQLite file.
     """
@@ -47,6 +55,7 @@ class BackendSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     pricing: Pricing | None = None
     schema_format: SchemaFormat = "json_schema"
+    grammar_format: GrammarFormat | None = None
     n_ctx: int = 4096
     n_threads: int | None = None
     models_dir: Path | None = None
@@ -82,6 +91,7 @@ def make_backend(
             retry=settings.retry,
             pricing=settings.pricing,
             schema_format=settings.schema_format,
+            grammar_format=settings.grammar_format,
             env=env,
         )
     elif provider == "vllm":
@@ -129,6 +139,7 @@ def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backe
         retry=settings.retry,
         pricing=settings.pricing,
         schema_format=settings.schema_format,
+        grammar_format=settings.grammar_format,
         env={},
     )
 
