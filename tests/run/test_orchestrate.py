@@ -90,8 +90,21 @@ async def test_each_dialect_plans_and_runs(dialect, text):
     assert "Leap years: none." in count_prompt  # the upstream answer, substituted
     types = [e.type for e in trace.events]
     assert types[:3] == ["run_started", "llm_call", "plan_parsed"] and types[-1] == "run_finished"
-    schema = orch.calls[0][1].json_schema
-    assert (schema is not None) == (dialect == "json")
+    config = orch.calls[0][1]
+    assert (config.json_schema is not None) == (dialect == "json")
+    assert (config.grammar is not None) == (dialect != "json")
+
+
+@pytest.mark.parametrize("dialect", ["calls", "json", "xml"])
+async def test_the_constraint_follows_the_offered_catalogue_and_can_be_turned_off(dialect):
+    _, _, orch, _ = await go([CALLS_PLAN if dialect == "calls" else JSON_PLAN], dialect)
+    config = orch.calls[0][1]
+    constraint = config.grammar if dialect != "json" else json.dumps(config.json_schema)
+    # Only the kinds this run's registry offers (cot and sc here) can be written.
+    assert "cot" in constraint and "sc" in constraint and "debate" not in constraint
+    assert "search" not in constraint and "python" not in constraint
+    _, _, free, _ = await go([CALLS_PLAN], dialect, constrain=False)
+    assert free.calls[0][1].grammar is None and free.calls[0][1].json_schema is None
 
 
 async def test_rejected_plan_ends_with_invalid_plan_and_its_diagnostics():

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.live import Live
 
 from masorch.agents.base import AgentRegistry, Retriever
+from masorch.agents.registry import offered_registry
 from masorch.backends.base import Backend
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
@@ -84,6 +85,7 @@ class RunArgs:
     mode: str = "plan"
     max_rounds: int = 3
     max_tokens: int = 1024
+    constrain: bool = True
 
 
 def register(
@@ -124,6 +126,12 @@ def register(
         max_tokens: int = typer.Option(
             1024, "--max-tokens", min=16, help="Most completion tokens of one call (plan or sub-agent)."
         ),
+        constrain: bool = typer.Option(
+            True,
+            "--constrain/--no-constrain",
+            help="Decode the plan under its dialect's grammar or schema where the backend can "
+            "(--no-constrain: free decoding).",
+        ),
     ) -> None:
         """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
         if dom not in ("low", "high"):
@@ -151,6 +159,7 @@ def register(
             mode=mode,
             max_rounds=max_rounds,
             max_tokens=max_tokens,
+            constrain=constrain,
         )
         result = asyncio.run(
             _run(
@@ -172,10 +181,9 @@ async def _run(
 ) -> RunResult:
     per_kind_specs = dict(_kind_model(s) for s in args.agent_models)
     retriever = make_retriever(args.corpus) if args.corpus is not None else None
-    agents = make_agents(args.max_tokens)
-    if retriever is None and "search" in agents:
-        # Without a corpus the search agent cannot run: do not offer it to the orchestrator.
-        agents = AgentRegistry([agents.get(k) for k in agents.catalogue() if k != "search"])
+    # Only the kinds this run can execute are offered: no search without a corpus, no python
+    # where the sandbox cannot start.
+    agents = offered_registry(make_agents(args.max_tokens), retriever=retriever is not None)
     unknown = sorted(k for k in per_kind_specs if k not in agents)
     if unknown:
         raise UsageError(
@@ -258,6 +266,7 @@ async def _answer(
         deadline_s=args.timeout_s,
         node_timeout_s=args.node_timeout_s,
         max_plan_tokens=args.max_tokens,
+        constrain=args.constrain,
     )
     return await orchestrate(
         args.question,

@@ -20,6 +20,7 @@ from masorch.backends.base import Backend, Completion, GenerateConfig, Message
 from masorch.errors import BudgetExceeded, MasorchError
 from masorch.plan import Diagnostic, DoM, Limits, check, repair_message
 from masorch.plan.catalogue import KindSignature
+from masorch.plan.grammar import plan_grammar
 from masorch.plan.parse import Dialect
 from masorch.plan.parse_xml import KIND_TO_NAME, PARAM_TO_ARG
 from masorch.plan.refs import ID_PATTERN
@@ -43,9 +44,10 @@ class OrchestrateOptions:
     """How one orchestrated run goes.
 
     ``dialect`` is what the orchestrator is asked to write (``xml`` is the MAS-Orchestra tag format,
-    so the released checkpoints can be driven); ``constrained_json`` sends the plan's JSON schema
-    with the json dialect (schema-constrained decoding where the backend supports it);
-    ``repair`` is how many times a rejected plan is sent back with its diagnostics (0: one shot).
+    so the released checkpoints can be driven); ``constrain`` decodes the plan under its dialect's
+    constraint where the backend supports one (:func:`plan_generate_config`; off: free decoding, the
+    paper's setting); ``repair`` is how many times a rejected plan is sent back with its
+    diagnostics (0: one shot).
     ``deadline_s`` bounds the whole run, orchestrator call included; ``node_timeout_s`` each node.
     """
 
@@ -58,7 +60,7 @@ class OrchestrateOptions:
     limits: Limits = field(default_factory=Limits)
     max_plan_tokens: int = 1024
     temperature: float = 0.0
-    constrained_json: bool = True
+    constrain: bool = True
 
 
 def orchestrator_messages(
@@ -139,6 +141,31 @@ def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: L
     return delegate
 
 
+def plan_generate_config(
+    catalogue: Mapping[str, KindSignature], options: OrchestrateOptions
+) -> GenerateConfig:
+    """The orchestrator call's settings: under ``options.constrain``, the plan's JSON schema (json)
+    or its GBNF grammar (calls, xml) built from the offered ``catalogue``, DoM and limits.
+
+    Whether the constraint is applied is the backend's capability (see ``GenerateConfig.grammar``).
+    """
+    schema: dict[str, Any] | None = None
+    grammar: str | None = None
+    if options.constrain and options.dialect == "json":
+        schema = plan_json_schema(catalogue, options.dom, options.limits)
+    elif options.constrain:
+        try:
+            grammar = plan_grammar(options.dialect, catalogue, options.dom, options.limits)
+        except ValueError as exc:  # nothing offered can be written: a plan cannot be valid anyway
+            logger.warning("no plan grammar (%s); the plan decodes freely", exc)
+    return GenerateConfig(
+        temperature=options.temperature,
+        max_tokens=options.max_plan_tokens,
+        json_schema=schema,
+        grammar=grammar,
+    )
+
+
 async def orchestrate(
     question: str,
     *,
@@ -177,10 +204,7 @@ async def _plan_and_run(
 ) -> RunResult:
     catalogue = agents.catalogue()
     messages = orchestrator_messages(question, catalogue, opts)
-    schema = None
-    if opts.dialect == "json" and opts.constrained_json:
-        schema = plan_json_schema(catalogue, opts.dom, opts.limits)
-    config = GenerateConfig(temperature=opts.temperature, max_tokens=opts.max_plan_tokens, json_schema=schema)
+    config = plan_generate_config(catalogue, opts)
     text = ""
     diagnostics: tuple[Diagnostic, ...] = ()
     for attempt in range(opts.repair + 1):
