@@ -107,6 +107,18 @@ async def test_the_constraint_follows_the_offered_catalogue_and_can_be_turned_of
     assert free.calls[0][1].grammar is None and free.calls[0][1].json_schema is None
 
 
+async def test_a_reference_without_a_flow_runs_its_implied_flow():
+    implied = CALLS_PLAN.replace('\ncreate_flow("leap", "count")', "")
+    result, trace, _orch, sub = await go([implied])
+    assert result.status == "ok" and result.answer == "1460"
+    assert [d.code for d in result.diagnostics] == ["implied_flow"]
+    assert [(f.src, f.dst) for f in result.plan.flows] == [("leap", "count")]
+    count_prompt = next(m for m, _ in sub.calls if "Add up the days" in m[-1].content)[-1].content
+    assert "Leap years: none." in count_prompt
+    parsed = next(e for e in trace.events if e.type == "plan_parsed")
+    assert parsed.plan["flows"] == [{"src": "leap", "dst": "count"}]
+
+
 async def test_rejected_plan_ends_with_invalid_plan_and_its_diagnostics():
     bad = 'create_agent(id="a", kind="nosuch", task="x")'
     result, trace, _orch, sub = await go([bad])
