@@ -151,11 +151,12 @@ def plan_generate_config(
     """
     schema: dict[str, Any] | None = None
     grammar: str | None = None
-    if options.constrain and options.dialect == "json":
+    dialect = options.dialect
+    if options.constrain and dialect == "json":
         schema = plan_json_schema(catalogue, options.dom, options.limits)
-    elif options.constrain:
+    elif options.constrain and dialect != "json":
         try:
-            grammar = plan_grammar(options.dialect, catalogue, options.dom, options.limits)
+            grammar = plan_grammar(dialect, catalogue, options.dom, options.limits)
         except ValueError as exc:  # nothing offered can be written: a plan cannot be valid anyway
             logger.warning("no plan grammar (%s); the plan decodes freely", exc)
     return GenerateConfig(
