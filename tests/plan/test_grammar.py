@@ -193,3 +193,26 @@ def test_parameters_the_grammar_cannot_bound() -> None:
         plan_grammar("calls", {"needs": kinds["needs"]}, DoM.HIGH)
     with pytest.raises(ValueError, match="json"):
         plan_grammar("json", kinds, DoM.HIGH)  # type: ignore[arg-type]
+
+
+def test_which_valid_xml_goldens_the_grammar_accepts() -> None:
+    # The checkpoints' own layout (indentation, blank lines) is in the language; what it leaves out
+    # is what a constrained model need not write: edges outside the <edge> block, <vote_method>,
+    # tags quoted inside <thinking>, an answer that is not the agent's id, white space inside an id.
+    golden = Path(__file__).parent / "golden"
+    accepted = set()
+    for expected in sorted(golden.glob("xml_*.expected.json")):
+        name = expected.name.removesuffix(".expected.json")
+        if '"valid": true' not in expected.read_text(encoding="utf-8"):
+            continue
+        dom = DoM.LOW if name.startswith("xml_low") else DoM.HIGH
+        if _matches((golden / f"{name}.txt").read_text(encoding="utf-8"), "xml", dom):
+            accepted.add(name)
+    assert accepted == {
+        "xml_high_diamond",
+        "xml_high_edge_without_ref",
+        "xml_high_ref_without_edge",
+        "xml_low_debate_roles",
+        "xml_low_decomposed",
+        "xml_low_direct",
+    }

@@ -297,25 +297,28 @@ class _XmlGrammar(_Grammar):
         r.add("input", _repeat("xchar", 0, self.task_chars()))
         r.add("desc", _repeat("xchar", 0, b.max_short_chars))
         r.add("jchar", _XML_STR_CHAR)
+        # Between tags: line breaks and indentation as the checkpoints write them (the reader
+        # ignores white space between tags), bounded.
+        r.add("ws", "[ \\t\\n]{0,12}")
         kinds = self.kinds(self.kind)
         low = self.dom is DoM.LOW
-        head = '"<agent>\\n"' if low else '"<agent>\\n<agent_id>" id "</agent_id>\\n"'
-        tail = '"</required_arguments>\\n"'
-        tail += ' "<agent_output_id>" id "</agent_output_id>\\n"' if low else ""
-        r.add("agent", f'{head} {_alts(kinds)} {tail} "</agent>\\n"')
+        head = '"<agent>" ws' if low else '"<agent>" ws "<agent_id>" id "</agent_id>" ws'
+        tail = '"</required_arguments>" ws'
+        tail += ' "<agent_output_id>" id "</agent_output_id>" ws' if low else ""
+        r.add("agent", f'{head} {_alts(kinds)} {tail} "</agent>" ws')
         lo, hi = self.agent_count()
         if low:
-            body = 'agent "<answer>" id "</answer>\\n"'
+            body = 'agent "<answer>" id "</answer>" ws'
         else:
-            r.add("edge", '"<from>" id "</from><to>" id "</to>\\n"')
+            r.add("edge", '"<from>" id "</from>" ws "<to>" id "</to>" ws')
             edges = _repeat("edge", 0, self.limits.max_flows)
-            body = f'{_repeat("agent", lo, hi)} "<edge>\\n" {edges} "</edge>\\n"'.replace("  ", " ")
+            body = f'{_repeat("agent", lo, hi)} "<edge>" ws {edges} "</edge>" ws'.replace("  ", " ")
         if self.direct_answer():
             text = _repeat("xchar", 0, max(0, b.max_text_chars - 1))
-            r.add("answer", f'"<answer>" {_XML_ANSWER_FIRST} {text} "</answer>\\n"'.replace("  ", " "))
+            r.add("answer", f'"<answer>" {_XML_ANSWER_FIRST} {text} "</answer>" ws'.replace("  ", " "))
             body = f"({body} | answer)"
         if b.max_thought_chars > 0:
-            r.add("thinking", f'"<thinking>" xchar{{1,{b.max_thought_chars}}} "</thinking>\\n"')
+            r.add("thinking", f'"<thinking>" xchar{{1,{b.max_thought_chars}}} "</thinking>" ws')
             body = f"thinking? {body}"
         r.rules["root"] = body
         return r.text()
@@ -328,9 +331,9 @@ class _XmlGrammar(_Grammar):
         if params is None:
             return None
         head = (
-            f"{gbnf_literal(f'<agent_name>{name}</agent_name>')} "
-            '"\\n<agent_description>" desc "</agent_description>\\n"'
-            ' "<required_arguments>\\n<agent_input>" input "</agent_input>\\n"'
+            f"{gbnf_literal(f'<agent_name>{name}</agent_name>')} ws "
+            '"<agent_description>" desc "</agent_description>" ws'
+            ' "<required_arguments>" ws "<agent_input>" input "</agent_input>" ws'
         )
         return self.r.add(_rule_name("xkind", sig.kind), f"{head} {params}".strip())
 
@@ -343,8 +346,7 @@ class _XmlGrammar(_Grammar):
         if value is None:
             return None
         rule = self.r.add(_rule_name("x", sig.kind, spec.name), value)
-        close = gbnf_literal(f"</{tag}>" + "\n")
-        return f"{gbnf_literal(f'<{tag}>')} {rule} {close}"
+        return f"{gbnf_literal(f'<{tag}>')} {rule} {gbnf_literal(f'</{tag}>')} ws"
 
     def value(self, spec: ParamSpec) -> str | None:
         # Values are read as JSON (a text that is not JSON stays a string), so strings are quoted.
