@@ -183,8 +183,16 @@ def test_plan_json_schema_is_bounded_and_encodes_the_dom():
     limits = OrchestrateOptions().limits
     high = plan_json_schema(builtin_catalogue(), DoM.HIGH, limits)["properties"]
     assert (high["agents"]["minItems"], high["agents"]["maxItems"]) == (1, 10)
-    assert high["agents"]["items"]["properties"]["kind"]["enum"] == list(builtin_catalogue())
-    assert high["agents"]["items"]["properties"]["task"]["maxLength"] <= 2000  # llama.cpp's limit
+    per_kind = {a["properties"]["kind"]["const"]: a for a in high["agents"]["items"]["anyOf"]}
+    assert list(per_kind) == list(builtin_catalogue())
+    assert all(a["properties"]["task"]["maxLength"] <= 2000 for a in per_kind.values())  # llama.cpp's limit
+    # Each kind takes only its own parameters, within their ranges.
+    sc_params = per_kind["sc"]["properties"]["params"]
+    assert set(sc_params["properties"]) == {"n", "temperature"} and not sc_params["additionalProperties"]
+    assert (sc_params["properties"]["n"]["minimum"], sc_params["properties"]["n"]["maximum"]) == (1, 16)
+    roles = per_kind["debate"]["properties"]["params"]["properties"]["roles"]
+    assert (roles["minItems"], roles["maxItems"]) == (2, 5)
+    assert "pattern" in high["flows"]["items"]["properties"]["src"]  # bounded, like ids
     assert high["final_answer"] == {"type": "null"}
     delegate, direct = plan_json_schema(builtin_catalogue(), DoM.LOW, limits)["anyOf"]
     assert (

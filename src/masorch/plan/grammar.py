@@ -191,6 +191,11 @@ class _Grammar:
     def agent_count(self) -> tuple[int, int]:
         return (1, 1) if self.dom is DoM.LOW else (1, max(1, self.limits.max_agents))
 
+    def flow_count(self) -> int:
+        # A DAG of n agents has at most n(n-1)/2 distinct flows; more would only be repeats.
+        n = self.agent_count()[1]
+        return max(0, min(self.limits.max_flows, n * (n - 1) // 2))
+
     def direct_answer(self) -> bool:
         return self.dom is DoM.LOW or self.limits.direct_answer_in_high
 
@@ -246,7 +251,7 @@ class _CallsGrammar(_Grammar):
         body = _repeat("agent", lo, hi)
         if self.dom is DoM.HIGH:
             r.add("flow", '"create_flow(" qid ", " qid ")\\n"')
-            flows = _repeat("flow", 0, self.limits.max_flows)
+            flows = _repeat("flow", 0, self.flow_count())
             body = f"{body} {flows}".strip()
         if self.direct_answer():
             tail = _repeat("char", 0, max(0, b.max_text_chars - 1))
@@ -311,7 +316,7 @@ class _XmlGrammar(_Grammar):
             body = 'agent "<answer>" id "</answer>" ws'
         else:
             r.add("edge", '"<from>" id "</from>" ws "<to>" id "</to>" ws')
-            edges = _repeat("edge", 0, self.limits.max_flows)
+            edges = _repeat("edge", 0, self.flow_count())
             body = f'{_repeat("agent", lo, hi)} "<edge>" ws {edges} "</edge>" ws'.replace("  ", " ")
         if self.direct_answer():
             text = _repeat("xchar", 0, max(0, b.max_text_chars - 1))

@@ -19,7 +19,7 @@ from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message
 from masorch.errors import BudgetExceeded, MasorchError
 from masorch.plan import Diagnostic, DoM, Limits, check, repair_message
-from masorch.plan.catalogue import KindSignature
+from masorch.plan.catalogue import KindSignature, ParamSpec
 from masorch.plan.grammar import plan_grammar
 from masorch.plan.parse import Dialect
 from masorch.plan.parse_xml import KIND_TO_NAME, PARAM_TO_ARG
@@ -94,33 +94,46 @@ def orchestrator_messages(
 def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: Limits) -> dict[str, Any]:
     """The JSON schema of a plan object for schema-constrained decoding (arrays and strings bounded).
 
-    Bounds matter: without ``maxItems``/``maxLength`` small models loop to the token limit.
+    Bounds matter: without ``maxItems``/``maxLength`` small models loop to the token limit. Each kind
+    is its own object, with only its parameters and their ranges. ValueError for an empty catalogue.
     """
-    params: dict[str, Any] = {}
-    for sig in catalogue.values():
-        for p in sig.params:
-            params.setdefault(p.name, param_json_schema(p.type))
-    agent = {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string", "pattern": f"^{ID_PATTERN}$"},
-            "kind": {"type": "string", "enum": list(catalogue)},
-            "task": {"type": "string", "maxLength": min(limits.max_task_chars, _SCHEMA_MAX_CHARS)},
-            "params": {"type": "object", "properties": params, "additionalProperties": False},
-        },
-        "required": ["id", "kind", "task", "params"],
-        "additionalProperties": False,
-    }
+    id_schema = {"type": "string", "pattern": f"^{ID_PATTERN}$"}
+    task = {"type": "string", "maxLength": min(limits.max_task_chars, _SCHEMA_MAX_CHARS)}
+
+    def agent(sig: KindSignature) -> dict[str, Any]:
+        # One object per kind, so each kind takes only its own parameters, within their ranges.
+        params = {p.name: _param_schema(p) for p in sig.params}
+        return {
+            "type": "object",
+            "properties": {
+                "id": id_schema,
+                "kind": {"const": sig.kind},
+                "task": task,
+                "params": {
+                    "type": "object",
+                    "properties": params,
+                    "required": [p.name for p in sig.params if p.required],
+                    "additionalProperties": False,
+                },
+            },
+            "required": ["id", "kind", "task", "params"],
+            "additionalProperties": False,
+        }
+
+    agents_of = [agent(sig) for sig in catalogue.values()]
+    if not agents_of:
+        raise ValueError("the catalogue offers no kind")
+    any_agent: dict[str, Any] = agents_of[0] if len(agents_of) == 1 else {"anyOf": agents_of}
     flow = {
         "type": "object",
-        "properties": {"src": {"type": "string"}, "dst": {"type": "string"}},
+        "properties": {"src": id_schema, "dst": id_schema},
         "required": ["src", "dst"],
         "additionalProperties": False,
     }
     answer = {"type": "string", "minLength": 1, "maxLength": _SCHEMA_MAX_CHARS}
 
     def shape(min_agents: int, max_agents: int, max_flows: int, final: dict[str, Any]) -> dict[str, Any]:
-        agents = {"type": "array", "items": agent, "minItems": min_agents, "maxItems": max_agents}
+        agents = {"type": "array", "items": any_agent, "minItems": min_agents, "maxItems": max_agents}
         return {
             "type": "object",
             "properties": {
@@ -152,13 +165,13 @@ def plan_generate_config(
     schema: dict[str, Any] | None = None
     grammar: str | None = None
     dialect = options.dialect
-    if options.constrain and dialect == "json":
-        schema = plan_json_schema(catalogue, options.dom, options.limits)
-    elif options.constrain and dialect != "json":
-        try:
+    try:
+        if options.constrain and dialect == "json":
+            schema = plan_json_schema(catalogue, options.dom, options.limits)
+        elif options.constrain and dialect != "json":
             grammar = plan_grammar(dialect, catalogue, options.dom, options.limits)
-        except ValueError as exc:  # nothing offered can be written: a plan cannot be valid anyway
-            logger.warning("no plan grammar (%s); the plan decodes freely", exc)
+    except ValueError as exc:  # nothing offered can be written: a plan cannot be valid anyway
+        logger.warning("no plan constraint (%s); the plan decodes freely", exc)
     return GenerateConfig(
         temperature=options.temperature,
         max_tokens=options.max_plan_tokens,
@@ -288,6 +301,24 @@ def param_json_schema(ptype: str) -> dict[str, Any]:
     if ptype == "str":
         return {"type": "string", "maxLength": 200}
     return {"type": {"int": "integer", "float": "number", "bool": "boolean"}[ptype]}
+
+
+def _param_schema(p: ParamSpec) -> dict[str, Any]:
+    """A parameter's schema with its range, choices and item counts (what the validator checks)."""
+    out = param_json_schema(p.type)
+    if p.type in ("int", "float"):
+        if p.minimum is not None:
+            out["minimum"] = p.minimum
+        if p.maximum is not None:
+            out["maximum"] = p.maximum
+    elif p.type == "str" and p.choices:
+        out = {"type": "string", "enum": list(p.choices)}
+    elif p.type == "list[str]":
+        if p.min_items is not None:
+            out["minItems"] = p.min_items
+        if p.max_items is not None:
+            out["maxItems"] = min(p.max_items, out["maxItems"])
+    return out
 
 
 def _xml_agent(sig: KindSignature) -> dict[str, Any]:
