@@ -170,7 +170,7 @@ def test_the_grammar_offers_only_the_catalogue_and_its_limits() -> None:
     catalogue = {k: v for k, v in builtin_catalogue().items() if k not in ("search", "python")}
     text = plan_grammar("calls", catalogue, DoM.HIGH, Limits(max_agents=3, max_flows=4))
     assert '"search"' not in text and '"python"' not in text and '"debate"' not in text.replace("debate-", "")
-    assert "agent{1,3} flow{0,3}" in text  # 3 agents: at most 3 distinct flows
+    assert "agent (eol agent){0,2} (eol flow){0,3}" in text  # 3 agents: at most 3 distinct flows
     assert "answer" not in text
     allowed = plan_grammar("calls", catalogue, DoM.HIGH, Limits(direct_answer_in_high=True))
     assert "| answer)" in allowed

@@ -245,20 +245,25 @@ class _CallsGrammar(_Grammar):
         r.add("qid", '"\\"" id "\\""')
         r.add("char", _STR_CHAR)
         r.add("task", f'"\\"" {_repeat("char", 0, self.task_chars())} "\\""'.replace("  ", " "))
+        # Calls are separated by one line break or two (a blank line, e.g. between agents and
+        # flows), and the plan may end right after its last ")": a model that wants a blank line or
+        # to stop there must not be pushed into writing another call instead.
+        r.add("eol", '"\\n" "\\n"?')
         kinds = self.kinds(self.kind)
-        r.add("agent", '"create_agent(id=" qid ", kind=" ' + _alts(kinds) + ' ")\\n"')
+        r.add("agent", '"create_agent(id=" qid ", kind=" ' + _alts(kinds) + ' ")"')
         lo, hi = self.agent_count()
-        body = _repeat("agent", lo, hi)
+        body = "agent " + _repeat("(eol agent)", max(0, lo - 1), hi - 1)
         if self.dom is DoM.HIGH:
-            r.add("flow", '"create_flow(" qid ", " qid ")\\n"')
-            flows = _repeat("flow", 0, self.flow_count())
-            body = f"{body} {flows}".strip()
+            r.add("flow", '"create_flow(" qid ", " qid ")"')
+            body += " " + _repeat("(eol flow)", 0, self.flow_count())
+        body = body.strip()
         if self.direct_answer():
             tail = _repeat("char", 0, max(0, b.max_text_chars - 1))
-            r.add("answer", f'"final_answer(\\"" {_ANSWER_FIRST} {tail} "\\")\\n"'.replace("  ", " "))
+            r.add("answer", f'"final_answer(\\"" {_ANSWER_FIRST} {tail} "\\")"'.replace("  ", " "))
             body = f"({body} | answer)"
+        body += " eol?"
         if b.max_thought_chars > 0:
-            r.add("thought", f'"Thought: " {_THOUGHT_CHAR}{{1,{b.max_thought_chars}}} "\\n"')
+            r.add("thought", f'"Thought: " {_THOUGHT_CHAR}{{1,{b.max_thought_chars}}} eol')
             body = f"thought? {body}"
         r.rules["root"] = body
         return r.text()
