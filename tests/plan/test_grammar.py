@@ -98,11 +98,13 @@ VALID_CALLS_HIGH = [
     'create_agent(id="d", kind="reflexion", task="Check ${c}.", max_rounds=3)\n'
     'create_flow("a", "b")\ncreate_flow("a", "c")\ncreate_flow("b", "c")\ncreate_flow("c", "d")\n',
     'create_agent(id="solve", kind="cot", task="", temperature=2.0)\n',
+    'create_agent(id="tex", kind="cot", task="Simplify \\\\frac{1}{2}, quoting \\"x\\".\\n")',
 ]
 VALID_CALLS_LOW = [
     'create_agent(id="solve", kind="sc", task="", n=5)\n',
     'final_answer("Paris")\n',
     'Thought: simple recall.\nfinal_answer("π/2 ≈ 1.5708")\n',
+    'final_answer("\\\\frac{1}{2}")',
 ]
 INVALID_CALLS = [
     ("high", 'create_agent(id="a", kind="magic", task="x")\n'),  # a kind not offered

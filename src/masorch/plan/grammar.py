@@ -52,12 +52,13 @@ class GrammarLimits:
 
 
 _SPACES = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
-# One unit inside a double-quoted Python string: no quote, backslash or control character, and a
-# "<" only before a character that cannot start a tag (a "<think>" inside a task would make the
-# calls reader set text aside as reasoning). A unit is one or two characters.
-_STR_CHAR = '([^"\\\\<\\x00-\\x1f\\x7f] | "<" [^"\\\\<A-Za-z/!?\\x00-\\x1f\\x7f])'
-# The first character of a direct answer: also no white space (an answer is stripped, never empty).
-_ANSWER_FIRST = f'[^"\\\\<\\x00-\\x1f\\x7f{_SPACES}]'
+# One unit inside a double-quoted Python string: no quote, backslash or control character; the
+# escapes \\ \" \n \t, which Python and JSON read alike (LaTeX in a task needs \\); and a "<" only
+# before a character that cannot start a tag (a "<think>" inside a task would make the calls reader
+# set text aside as reasoning). A unit is one or two characters.
+_STR_CHAR = '([^"\\\\<\\x00-\\x1f\\x7f] | "\\\\" ["\\\\nt] | "<" [^"\\\\<A-Za-z/!?\\x00-\\x1f\\x7f])'
+# The first unit of a direct answer: also no white space (an answer is stripped, never empty).
+_ANSWER_FIRST = f'([^"\\\\<\\x00-\\x1f\\x7f{_SPACES}] | "\\\\" ["\\\\])'
 # Text between xml tags: anything but "<" (so no tag opens or closes inside it).
 _XML_CHAR = "[^<\\x00]"
 _XML_ANSWER_FIRST = f"[^<\\x00{_SPACES}]"
@@ -258,7 +259,7 @@ class _CallsGrammar(_Grammar):
             body += " " + _repeat("(eol flow)", 0, self.flow_count())
         body = body.strip()
         if self.direct_answer():
-            tail = _repeat("char", 0, max(0, b.max_text_chars - 1))
+            tail = _repeat("char", 0, max(0, b.max_text_chars // 2 - 1))  # units of up to 2 chars
             r.add("answer", f'"final_answer(\\"" {_ANSWER_FIRST} {tail} "\\")"'.replace("  ", " "))
             body = f"({body} | answer)"
         body += " eol?"
