@@ -217,3 +217,14 @@ def test_search_is_offered_only_with_a_corpus(tmp_path):
     out = json.loads(with_corpus.stdout)
     assert (out["status"], out["answer"]) == ("ok", "from the corpus")
     assert 'kind "search"' in seen[-1]
+
+
+@pytest.mark.parametrize(("flag", "constrained"), [([], True), (["--no-constrain"], False)])
+def test_the_plan_is_constrained_unless_no_constrain(flag, constrained):
+    made: dict = {}
+    result = CliRunner().invoke(make_app([PLAN], made), [*ARGS, "--json", *flag])
+    assert result.exit_code == 0, result.output
+    config = made["scripted:orch"].calls[0][1]
+    assert (config.grammar is not None) == constrained
+    if constrained:  # the grammar offers the registry's kinds only
+        assert "(kind-cot | kind-sc)" in config.grammar and "debate" not in config.grammar

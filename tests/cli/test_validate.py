@@ -28,7 +28,7 @@ def test_invalid_plan_exits_1_and_lists_diagnostics(tmp_path, capsys):
     path.write_text(INVALID)
     assert main(["validate", str(path)]) == 1
     out = capsys.readouterr().out
-    assert "[bad_param]" in out and "[ref_without_flow]" in out and "invalid" in out
+    assert "[bad_param]" in out and "[implied_flow]" in out and "invalid" in out
 
 
 def test_json_output_is_one_object(tmp_path, capsys):
@@ -39,12 +39,7 @@ def test_json_output_is_one_object(tmp_path, capsys):
     assert set(data) == {"valid", "dialect", "plan", "diagnostics"}
     assert data["valid"] is False and data["dialect"] == "calls"
     assert data["plan"]["agents"][1]["params"] == {"n": 99}
-    assert [d["code"] for d in data["diagnostics"]] == [
-        "bad_param",
-        "ref_without_flow",
-        "multiple_sinks",
-        "unreachable",
-    ]
+    assert [d["code"] for d in data["diagnostics"]] == ["bad_param", "implied_flow"]
     assert set(data["diagnostics"][0]) == {"code", "severity", "message", "hint", "where"}
 
 

@@ -17,7 +17,7 @@ from masorch.errors import UsageError
 from masorch.eval.harness import EnvSpec, EvalOptions, evaluate
 from masorch.eval.log import RunLog
 from masorch.eval.sources import DataSource, resolve
-from masorch.eval.systems import parse_systems, systems_from_yaml
+from masorch.eval.systems import parse_system, parse_systems, systems_from_yaml
 
 
 def _env(**kw) -> EnvSpec:
@@ -191,3 +191,28 @@ def test_bad_agent_parameters_stop_the_run_with_a_usage_error(tmp_path: Path) ->
     systems = parse_systems("sas:sc", model="scripted:m", params={"n": 99})
     with pytest.raises(UsageError, match="bad parameters for sas:sc"):
         evaluate(systems, [data], tmp_path / "o", env_spec=_env())
+
+
+async def test_mas_systems_constrain_their_plans_with_the_offered_kinds() -> None:
+    from masorch.eval.environment import Environment
+    from masorch.eval.harness import run_system
+
+    plans = []
+
+    def reply(messages, config):
+        if "Write the plan now." in messages[-1].content:
+            plans.append(config)
+        return SumModel()(messages, config)
+
+    env = Environment(EnvSpec(backend_factory=lambda spec: ScriptedBackend(reply, name=spec)))
+    try:
+        for constrain in (True, False):
+            spec = parse_system("mas:high", model="scripted:m", constrain=constrain)
+            result = await run_system(spec, "Item 1. What is 2 plus 3?", env)
+            assert result.status == "ok", result.error
+    finally:
+        await env.aclose()
+    constrained, free = plans
+    assert constrained.grammar is not None and free.grammar is None
+    assert "kind-cot" in constrained.grammar and "kind-search" not in constrained.grammar  # no corpus
+    assert systems_from_yaml("systems: [{system: mas:low, model: m, constrain: false}]")[0].constrain is False

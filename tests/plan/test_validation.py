@@ -77,9 +77,10 @@ def test_low_dom_allows_one_agent_and_no_flows(catalogue):
         ),
         (Plan(agents=(agent("a", task="use ${zz}"),)), ["unknown_ref"]),
         (Plan(agents=(agent("a", task="use ${a}"),)), ["self_ref"]),
-        (
+        (Plan(agents=(agent("a"), agent("b", task="use ${a}"))), ["implied_flow"]),
+        (  # a flow implied against a declared one closes a cycle: still an error
             Plan(agents=(agent("a"), agent("b", task="use ${a}")), flows=(Flow(src="b", dst="a"),)),
-            ["ref_without_flow"],
+            ["implied_flow", "cycle"],
         ),
         (
             Plan(agents=(agent("a"), agent("b", task="")), flows=(Flow(src="a", dst="b"),)),
@@ -89,6 +90,25 @@ def test_low_dom_allows_one_agent_and_no_flows(catalogue):
 )
 def test_each_rule(catalogue, plan, expected):
     assert codes(validate(plan, DoM.HIGH, catalogue)) == expected
+
+
+def test_a_reference_implies_its_flow_and_the_executor_gets_it(catalogue):
+    plan = Plan(
+        agents=(agent("a"), agent("b"), agent("c", task="join ${a} and ${b}")),
+        flows=(Flow(src="b", dst="c"),),
+    )
+    result = validate(plan, DoM.HIGH, catalogue)
+    assert result.valid and codes(result) == ["implied_flow"]
+    (info,) = result.diagnostics
+    assert info.severity.value == "info" and info.where == "agent:c" and "a -> c" in info.message
+    assert result.plan == plan  # the plan as written
+    validated = result.validated
+    assert validated is not None and validated.sink == "c"
+    assert validated.plan.flows == (Flow(src="b", dst="c"), Flow(src="a", dst="c"))
+    assert validated.parents["c"] == ("b", "a")
+    # At DoM low the one agent cannot refer to another: that is an unknown reference.
+    low = validate(Plan(agents=(agent("a", task="use ${b}"),)), DoM.LOW, catalogue)
+    assert codes(low) == ["unknown_ref"]
 
 
 def test_cycle_is_named(catalogue):

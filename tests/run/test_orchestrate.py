@@ -90,8 +90,33 @@ async def test_each_dialect_plans_and_runs(dialect, text):
     assert "Leap years: none." in count_prompt  # the upstream answer, substituted
     types = [e.type for e in trace.events]
     assert types[:3] == ["run_started", "llm_call", "plan_parsed"] and types[-1] == "run_finished"
-    schema = orch.calls[0][1].json_schema
-    assert (schema is not None) == (dialect == "json")
+    config = orch.calls[0][1]
+    assert (config.json_schema is not None) == (dialect == "json")
+    assert (config.grammar is not None) == (dialect != "json")
+
+
+@pytest.mark.parametrize("dialect", ["calls", "json", "xml"])
+async def test_the_constraint_follows_the_offered_catalogue_and_can_be_turned_off(dialect):
+    _, _, orch, _ = await go([CALLS_PLAN if dialect == "calls" else JSON_PLAN], dialect)
+    config = orch.calls[0][1]
+    constraint = config.grammar if dialect != "json" else json.dumps(config.json_schema)
+    # Only the kinds this run's registry offers (cot and sc here) can be written.
+    assert "cot" in constraint and "sc" in constraint and "debate" not in constraint
+    assert "search" not in constraint and "python" not in constraint
+    _, _, free, _ = await go([CALLS_PLAN], dialect, constrain=False)
+    assert free.calls[0][1].grammar is None and free.calls[0][1].json_schema is None
+
+
+async def test_a_reference_without_a_flow_runs_its_implied_flow():
+    implied = CALLS_PLAN.replace('\ncreate_flow("leap", "count")', "")
+    result, trace, _orch, sub = await go([implied])
+    assert result.status == "ok" and result.answer == "1460"
+    assert [d.code for d in result.diagnostics] == ["implied_flow"]
+    assert [(f.src, f.dst) for f in result.plan.flows] == [("leap", "count")]
+    count_prompt = next(m for m, _ in sub.calls if "Add up the days" in m[-1].content)[-1].content
+    assert "Leap years: none." in count_prompt
+    parsed = next(e for e in trace.events if e.type == "plan_parsed")
+    assert parsed.plan["flows"] == [{"src": "leap", "dst": "count"}]
 
 
 async def test_rejected_plan_ends_with_invalid_plan_and_its_diagnostics():
@@ -158,8 +183,16 @@ def test_plan_json_schema_is_bounded_and_encodes_the_dom():
     limits = OrchestrateOptions().limits
     high = plan_json_schema(builtin_catalogue(), DoM.HIGH, limits)["properties"]
     assert (high["agents"]["minItems"], high["agents"]["maxItems"]) == (1, 10)
-    assert high["agents"]["items"]["properties"]["kind"]["enum"] == list(builtin_catalogue())
-    assert high["agents"]["items"]["properties"]["task"]["maxLength"] <= 2000  # llama.cpp's limit
+    per_kind = {a["properties"]["kind"]["const"]: a for a in high["agents"]["items"]["anyOf"]}
+    assert list(per_kind) == list(builtin_catalogue())
+    assert all(a["properties"]["task"]["maxLength"] <= 2000 for a in per_kind.values())  # llama.cpp's limit
+    # Each kind takes only its own parameters, within their ranges.
+    sc_params = per_kind["sc"]["properties"]["params"]
+    assert set(sc_params["properties"]) == {"n", "temperature"} and not sc_params["additionalProperties"]
+    assert (sc_params["properties"]["n"]["minimum"], sc_params["properties"]["n"]["maximum"]) == (1, 16)
+    roles = per_kind["debate"]["properties"]["params"]["properties"]["roles"]
+    assert (roles["minItems"], roles["maxItems"]) == (2, 5)
+    assert "pattern" in high["flows"]["items"]["properties"]["src"]  # bounded, like ids
     assert high["final_answer"] == {"type": "null"}
     delegate, direct = plan_json_schema(builtin_catalogue(), DoM.LOW, limits)["anyOf"]
     assert (

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from masorch.agents import default_registry
+from masorch.agents import default_registry, offered_registry
 from masorch.backends.base import Backend, GenerateConfig, Message
 from masorch.backends.scripted import ScriptedBackend
 from masorch.eval.log import RunLog
@@ -94,7 +94,8 @@ def test_the_orchestrator_sees_the_training_prompt_and_a_rerun_replaces_the_run(
         [SourceConfig(kind="masbench_gen", axis="depth", values="2", count=2, split="test", seed=3)],
         dom="low",
         dialect="calls",
-        catalogue=default_registry().catalogue(),
+        # What training offers without a corpus (train_agents): the evaluation offers the same.
+        catalogue=offered_registry(default_registry(), retriever=False).catalogue(),
         budget=budget,
     )
     for _ in range(2):  # the second evaluation replaces the first instead of refusing the directory

@@ -31,7 +31,7 @@ from masorch.agents.cot import CotAgent
 from masorch.agents.debate import DebateAgent
 from masorch.agents.python import PythonAgent
 from masorch.agents.reflexion import ReflexionAgent
-from masorch.agents.registry import default_registry
+from masorch.agents.registry import default_registry, offered_registry
 from masorch.agents.sandbox import SandboxLimits, SandboxResult, run_sandboxed
 from masorch.agents.sc import SelfConsistencyAgent
 from masorch.agents.search import SearchAgent
@@ -49,5 +49,6 @@ __all__ += [
     "extract_answer",
     "majority_vote",
     "normalize_answer",
+    "offered_registry",
     "run_sandboxed",
 ]

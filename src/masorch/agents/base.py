@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol, runtime_checkable
@@ -103,6 +103,13 @@ class SubAgent(Protocol):
         ...
 
 
+#: What the built-in kinds need from a run's environment: a document search, a program sandbox.
+KIND_NEEDS: Mapping[str, frozenset[str]] = {
+    "search": frozenset({"retriever"}),
+    "python": frozenset({"sandbox"}),
+}
+
+
 class AgentRegistry:
     """Kind name -> sub-agent. Built per run (no global state); exposes the catalogue."""
 
@@ -136,6 +143,21 @@ class AgentRegistry:
     def catalogue(self) -> dict[str, KindSignature]:
         """The signatures of every registered kind, in registration order."""
         return {k: a.signature for k, a in self._agents.items()}
+
+    def offered(self, available: Collection[str]) -> AgentRegistry:
+        """The agents whose needs are all in ``available``: what a run can execute.
+
+        An agent's needs are its ``requires`` attribute (e.g. ``{"retriever"}``) and, for the
+        built-in kinds ``search`` and ``python`` under any implementation, :data:`KIND_NEEDS`.
+        Use :func:`masorch.agents.registry.offered_registry`, which knows what the host has.
+        """
+        have = set(available)
+        kept = [
+            a
+            for kind, a in self._agents.items()
+            if set(getattr(a, "requires", ())) | KIND_NEEDS.get(kind, frozenset()) <= have
+        ]
+        return self if len(kept) == len(self._agents) else AgentRegistry(kept)
 
     def __contains__(self, kind: object) -> bool:
         return kind in self._agents

@@ -59,8 +59,12 @@ class PythonAgent:
     that states the answer. Programs run under :func:`masorch.agents.sandbox.run_sandboxed`.
 
     ``allow_packages`` lets programs import the running interpreter's installed packages (numpy,
-    sympy, ...) read-only; the sandbox's other limits apply either way.
+    sympy, ...) read-only; the sandbox's other limits apply either way. A run offers it only where
+    the sandbox can start (``requires``; :func:`masorch.agents.sandbox.sandbox_available`).
     """
+
+    #: What this agent needs from the run's environment (see ``AgentRegistry.offered``).
+    requires: frozenset[str] = frozenset({"sandbox"})
 
     def __init__(
         self,

@@ -1,4 +1,5 @@
-"""The default registry: the six built-in sub-agents, built fresh for each caller."""
+"""The default registry: the six built-in sub-agents, built fresh for each caller; and the one place
+that decides which of them a run offers (:func:`offered_registry`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from masorch.agents.cot import CotAgent
 from masorch.agents.debate import DebateAgent
 from masorch.agents.python import PythonAgent
 from masorch.agents.reflexion import ReflexionAgent
-from masorch.agents.sandbox import SandboxLimits
+from masorch.agents.sandbox import SandboxLimits, sandbox_available
 from masorch.agents.sc import SelfConsistencyAgent
 from masorch.agents.search import SearchAgent
 
@@ -28,3 +29,17 @@ def default_registry(*, max_tokens: int = 2048, sandbox_limits: SandboxLimits | 
             PythonAgent(max_tokens=max_tokens, limits=sandbox_limits),
         ]
     )
+
+
+def offered_registry(agents: AgentRegistry, *, retriever: bool, sandbox: bool | None = None) -> AgentRegistry:
+    """The agents of ``agents`` this run can execute, which are all an orchestrator is offered.
+
+    ``retriever``: the run has a document search (else no ``search``); ``sandbox``: programs can run
+    (default: :func:`~masorch.agents.sandbox.sandbox_available`; else no ``python``). ``run``,
+    ``eval`` and ``train`` call this, so the prompt, the grammar or schema and the validator's
+    catalogue all list the same kinds.
+    """
+    available = {"retriever"} if retriever else set()
+    if sandbox_available() if sandbox is None else sandbox:
+        available.add("sandbox")
+    return agents.offered(available)

@@ -148,6 +148,26 @@ def site_packages() -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=1)
+def sandbox_available() -> bool:
+    """Whether the sandbox can start here: a POSIX host (process groups, ``resource`` limits) and an
+    interpreter executable to run the program with. Namespaces and cgroups are optional layers.
+    """
+    if os.name != "posix" or not hasattr(os, "killpg"):
+        logger.info("sandbox: not a POSIX host; the python agent is not offered")
+        return False
+    if not sys.executable or not os.access(sys.executable, os.X_OK):
+        logger.info(
+            "sandbox: no interpreter executable (sys.executable=%r); python is not offered", sys.executable
+        )
+        return False
+    try:
+        import resource  # noqa: F401  # the prelude sets its limits with it
+    except ImportError:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
 def namespace_prefix() -> tuple[str, ...]:
     """The ``unshare`` command prefix if this host can create the sandbox namespaces, else ``()``.
 

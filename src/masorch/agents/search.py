@@ -56,8 +56,11 @@ class SearchAgent:
     Documents are deduplicated across hops by ``id`` (else title and text) and shown cut to
     ``max_doc_chars``. A repeated query ends the loop. An unclear reply on the first hop searches
     for the task itself; later it ends the loop. Without a retriever the node fails with a message
-    saying how to configure one.
+    saying how to configure one, so a run offers it only with one (``requires``).
     """
+
+    #: What this agent needs from the run's environment (see ``AgentRegistry.offered``).
+    requires: frozenset[str] = frozenset({"retriever"})
 
     def __init__(
         self, *, max_tokens: int = 2048, temperature: float = 0.0, max_doc_chars: int = 1500

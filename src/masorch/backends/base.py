@@ -41,7 +41,9 @@ class GenerateConfig:
     """Sampling settings of one call.
 
     ``sample_index`` distinguishes the n samples of one prompt (self-consistency) so that a cache
-    keeps them apart; ``json_schema`` asks for schema-constrained output where the backend can.
+    keeps them apart; ``json_schema`` asks for schema-constrained output where the backend can;
+    ``grammar`` (GBNF text, :func:`masorch.plan.grammar.plan_grammar`) asks for grammar-constrained
+    output where the backend can (a backend that cannot decodes freely and says so in its log).
     """
 
     temperature: float = 0.0
@@ -52,10 +54,14 @@ class GenerateConfig:
     sample_index: int = 0
     json_schema: Mapping[str, Any] | None = None
     tools: tuple[ToolSpec, ...] = ()
+    grammar: str | None = None
 
     def cache_key_fields(self) -> dict[str, Any]:
-        """The fields that change a completion: part of the cache key."""
-        return {
+        """The fields that change a completion: part of the cache key.
+
+        ``grammar`` is in the key only when set, so entries recorded before it existed still match.
+        """
+        fields = {
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "top_p": self.top_p,
@@ -67,6 +73,9 @@ class GenerateConfig:
                 {"name": t.name, "description": t.description, "parameters": t.parameters} for t in self.tools
             ],
         }
+        if self.grammar is not None:
+            fields["grammar"] = self.grammar
+        return fields
 
 
 @dataclass(frozen=True)

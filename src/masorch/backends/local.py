@@ -207,7 +207,7 @@ class LocalBackend:
 
     ``settings`` sizes the server (slots, context per slot, threads, seed); ``timeout_s`` bounds one
     request. Sample ``i`` of a prompt uses seed ``seed + i`` when a call gives none. JSON-schema calls
-    are grammar-constrained by the server, so their output parses.
+    and grammar (GBNF) calls are constrained by the server, so their output parses.
     """
 
     def __init__(
@@ -300,6 +300,7 @@ class LocalBackend:
             timeout_s=self.timeout_s,
             retry=RetryPolicy(max_attempts=1),  # a local server does not fail transiently
             connection_shards=1,
+            grammar_format="llama.cpp",
             fresh_connection=True,  # a cancelled call closes its connection: the server stops it
             env={},
         )

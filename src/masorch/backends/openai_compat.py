@@ -30,6 +30,10 @@ BASE_URL_ENV = ("MASORCH_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 API_KEY_ENV = ("MASORCH_OPENAI_API_KEY", "OPENAI_API_KEY")
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 SchemaFormat = Literal["json_schema", "json_object"]
+#: How a server takes a GBNF grammar: llama.cpp's server a top-level ``grammar``; vLLM (0.12 and
+#: later) ``structured_outputs.grammar``; older vLLM ``guided_grammar``.
+GrammarFormat = Literal["llama.cpp", "vllm", "vllm-guided"]
+GRAMMAR_FORMATS: tuple[GrammarFormat, ...] = ("llama.cpp", "vllm", "vllm-guided")
 
 
 @dataclass(frozen=True)
@@ -96,10 +100,13 @@ class OpenAIBackend:
     With a ``seed``, sample ``i`` of a prompt uses seed ``seed + i`` so that samples stay distinct.
     ``schema_format`` says how a JSON schema is sent: ``json_schema`` (OpenAI, vLLM, SGLang, Ollama,
     the llama.cpp C++ server) or ``json_object`` with a ``schema`` field (llama-cpp-python's server,
-    which rejects ``json_schema``). ``connection_shards`` HTTP clients share the calls round-robin,
-    which keeps the cost per call low with many calls in flight. ``fresh_connection`` gives every
-    call its own connection, closed when the call ends, is cancelled or times out: a server that
-    stops generating for a client that went away (llama.cpp's) then frees the slot at once.
+    which rejects ``json_schema``). ``grammar_format`` says whether and how the server takes a GBNF
+    grammar (:data:`GrammarFormat`); None (hosted APIs) means a ``GenerateConfig.grammar`` is not
+    sent and the call decodes freely, which is logged once. ``connection_shards`` HTTP clients share
+    the calls round-robin, which keeps the cost per call low with many calls in flight.
+    ``fresh_connection`` gives every call its own connection, closed when the call ends, is cancelled
+    or times out: a server that stops generating for a client that went away (llama.cpp's) then
+    frees the slot.
     """
 
     def __init__(
@@ -115,6 +122,7 @@ class OpenAIBackend:
         pricing: Pricing | None = None,
         extra_body: Mapping[str, Any] | None = None,
         schema_format: SchemaFormat = "json_schema",
+        grammar_format: GrammarFormat | None = None,
         connection_shards: int = 8,
         fresh_connection: bool = False,
         rng_seed: int | None = None,
@@ -145,6 +153,13 @@ class OpenAIBackend:
                 f"unknown schema format {schema_format!r}", hint="use json_schema or json_object"
             )
         self.schema_format = schema_format
+        if grammar_format is not None and grammar_format not in GRAMMAR_FORMATS:
+            raise UsageError(
+                f"unknown grammar format {grammar_format!r}",
+                hint=f"use one of {', '.join(GRAMMAR_FORMATS)}, or none for a server without grammars",
+            )
+        self.grammar_format = grammar_format
+        self._grammar_notice = False
         self._rng = random.Random(rng_seed)
         if connection_shards < 1:
             raise UsageError(f"connection_shards={connection_shards} < 1", hint="use 1 or more")
@@ -223,7 +238,23 @@ class OpenAIBackend:
             }
         if config.tools:
             body["tools"] = tools_payload(config.tools)
+        if config.grammar is not None:
+            self._add_grammar(body, config.grammar)
         return body
+
+    def _add_grammar(self, body: dict[str, Any], grammar: str) -> None:
+        if self.grammar_format == "llama.cpp":
+            body["grammar"] = grammar
+        elif self.grammar_format == "vllm":
+            body["structured_outputs"] = {"grammar": grammar}
+        elif self.grammar_format == "vllm-guided":
+            body["guided_grammar"] = grammar
+        elif not self._grammar_notice:
+            self._grammar_notice = True
+            log.info(
+                "%s: the server takes no grammar (grammar_format is not set); plans decode freely",
+                self._model_id,
+            )
 
     async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
         """One chat completion, retrying transient failures; raises :class:`BackendError` when it fails."""

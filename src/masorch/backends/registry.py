@@ -23,7 +23,14 @@ from urllib.parse import urlsplit
 from masorch.backends.base import Backend
 from masorch.backends.cache import CACHE_MODES, CachedBackend, CacheMode, ResponseCache
 from masorch.backends.models import ModelStore
-from masorch.backends.openai_compat import OpenAIBackend, Pricing, RetryPolicy, SchemaFormat, redact_url
+from masorch.backends.openai_compat import (
+    GrammarFormat,
+    OpenAIBackend,
+    Pricing,
+    RetryPolicy,
+    SchemaFormat,
+    redact_url,
+)
 from masorch.errors import UsageError
 from masorch.redact import redact
 
@@ -36,7 +43,8 @@ class BackendSettings:
     """How backends made from model strings are configured (keys stay out of ``repr``).
 
     ``schema_format`` is how OpenAI-compatible backends send a JSON schema (see
-    :class:`~masorch.backends.openai_compat.OpenAIBackend`). ``cache_path`` with a ``cache_mode`` other
+    :class:`~masorch.backends.openai_compat.OpenAIBackend`), ``grammar_format`` whether and how they
+    send a GBNF grammar (None: not at all, as for hosted APIs). ``cache_path`` with a ``cache_mode`` other
     than ``off`` wraps every backend in a
     :class:`~masorch.backends.cache.CachedBackend` over that SQLite file. ``n_ctx`` (context tokens
     per request), ``n_threads`` and ``slots`` (requests decoded at once) size the llama.cpp server of
@@ -50,6 +58,7 @@ class BackendSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     pricing: Pricing | None = None
     schema_format: SchemaFormat = "json_schema"
+    grammar_format: GrammarFormat | None = None
     n_ctx: int = 4096
     n_threads: int | None = None
     slots: int = 8
@@ -82,6 +91,7 @@ def make_backend(
             retry=settings.retry,
             pricing=settings.pricing,
             schema_format=settings.schema_format,
+            grammar_format=settings.grammar_format,
             env=env,
         )
     elif provider == "vllm":
@@ -147,6 +157,7 @@ def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backe
         retry=settings.retry,
         pricing=settings.pricing,
         schema_format=settings.schema_format,
+        grammar_format=settings.grammar_format,
         env={},
     )
 

@@ -87,6 +87,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         judge: str | None = typer.Option(None, "--judge", help="Judge-role model inside systems."),
         dialect: str | None = typer.Option(None, "--dialect", help="Plan dialect: calls, json or xml."),
         repair: int | None = typer.Option(None, "--repair", min=0, help="Plan repair rounds (mas)."),
+        constrain: bool | None = typer.Option(
+            None, "--constrain/--no-constrain", help="Grammar-constrained plans (mas; default on)."
+        ),
         plan_tokens: int | None = typer.Option(
             None, "--plan-tokens", min=1, help="Token cap of the orchestrator's plan (mas)."
         ),
@@ -139,6 +142,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             "judge": judge,
             "dialect": dialect,
             "repair": repair,
+            "constrain": constrain,
             "plan_tokens": plan_tokens,
             "timeout_s": timeout,
         }

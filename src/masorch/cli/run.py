@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.live import Live
 
 from masorch.agents.base import AgentRegistry, Retriever
+from masorch.agents.registry import offered_registry
 from masorch.backends.base import Backend
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
@@ -92,6 +93,7 @@ class RunArgs:
     mode: str = "plan"
     max_rounds: int = 3
     max_tokens: int = 1024
+    constrain: bool = True
 
 
 def register(
@@ -138,6 +140,12 @@ def register(
         slots: int | None = typer.Option(
             None, "--slots", min=1, max=64, help="Requests an embedded (local:) model decodes at once (8)."
         ),
+        constrain: bool = typer.Option(
+            True,
+            "--constrain/--no-constrain",
+            help="Decode the plan under its dialect's grammar or schema where the backend can "
+            "(--no-constrain: free decoding).",
+        ),
     ) -> None:
         """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
         if dom not in ("low", "high"):
@@ -165,6 +173,7 @@ def register(
             mode=mode,
             max_rounds=max_rounds,
             max_tokens=max_tokens,
+            constrain=constrain,
         )
         result = asyncio.run(
             _run(
@@ -186,10 +195,9 @@ async def _run(
 ) -> RunResult:
     per_kind_specs = dict(_kind_model(s) for s in args.agent_models)
     retriever = make_retriever(args.corpus) if args.corpus is not None else None
-    agents = make_agents(args.max_tokens)
-    if retriever is None and "search" in agents:
-        # Without a corpus the search agent cannot run: do not offer it to the orchestrator.
-        agents = AgentRegistry([agents.get(k) for k in agents.catalogue() if k != "search"])
+    # Only the kinds this run can execute are offered: no search without a corpus, no python
+    # where the sandbox cannot start.
+    agents = offered_registry(make_agents(args.max_tokens), retriever=retriever is not None)
     unknown = sorted(k for k in per_kind_specs if k not in agents)
     if unknown:
         raise UsageError(
@@ -272,6 +280,7 @@ async def _answer(
         deadline_s=args.timeout_s,
         node_timeout_s=args.node_timeout_s,
         max_plan_tokens=args.max_tokens,
+        constrain=args.constrain,
     )
     return await orchestrate(
         args.question,

@@ -94,13 +94,12 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="Directory for train.parquet and test.parquet."),  # noqa: B008
     ) -> None:
         """Write the config's prompts (orchestrator chat + grading) as verl parquet files."""
-        from masorch.agents.registry import default_registry
         from masorch.train.config import load_config
-        from masorch.train.grpo import prompt_rows
+        from masorch.train.grpo import prompt_rows, train_agents
         from masorch.train.verl_data import write_parquet
 
         cfg = load_config(config)
-        train_rows, held = prompt_rows(cfg, default_registry(max_tokens=cfg.subagent_max_tokens))
+        train_rows, held = prompt_rows(cfg, train_agents(cfg))
         n = write_parquet(train_rows, out / "train.parquet", "train")
         m = write_parquet(held, out / "test.parquet", "test") if held else 0
         Console().print(f"wrote {n} train rows and {m} test rows to {out}")

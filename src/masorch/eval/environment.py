@@ -105,6 +105,7 @@ class Environment:
         self._retrievers: dict[Path, Retriever] = {}
         self._scorers: dict[str, Any] = {}
         self._agents: AgentRegistry | None = None
+        self._offered: dict[bool, AgentRegistry] = {}
         self._plans: dict[str, ValidatedPlan] = {}
         self._lock = threading.Lock()
 
@@ -119,6 +120,18 @@ class Environment:
         """The sub-agent registry (built on first use)."""
         with self._lock:
             return self._agents_locked()
+
+    def offered_agents(self, *, retriever: bool) -> AgentRegistry:
+        """The agents an orchestrator is offered where the run has (or lacks) a retriever.
+
+        Decided by :func:`masorch.agents.registry.offered_registry`, once per case.
+        """
+        from masorch.agents.registry import offered_registry
+
+        with self._lock:
+            if retriever not in self._offered:
+                self._offered[retriever] = offered_registry(self._agents_locked(), retriever=retriever)
+            return self._offered[retriever]
 
     def _agents_locked(self) -> AgentRegistry:
         if self._agents is None:

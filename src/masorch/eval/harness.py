@@ -132,6 +132,7 @@ async def run_system(
         dom=DoM(system.variant),
         dialect=system.dialect,  # type: ignore[arg-type]  # checked by SystemSpec
         repair=system.repair,
+        constrain=system.constrain,
         max_plan_tokens=system.plan_tokens,
         budget=system.budget,
         deadline_s=system.timeout_s,
@@ -141,7 +142,7 @@ async def run_system(
         question,
         orchestrator=env.backend(system.orchestrator_model),
         backends=roles,
-        agents=agents,
+        agents=env.offered_agents(retriever=retriever is not None),
         options=options,
         trace=trace,
         retriever=retriever,

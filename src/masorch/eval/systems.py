@@ -40,6 +40,7 @@ _FIELDS = (
     "params",
     "dialect",
     "repair",
+    "constrain",
     "plan_tokens",
     "budget",
     "timeout_s",
@@ -53,8 +54,9 @@ class SystemSpec:
 
     ``model`` is the sub-agent model (and the orchestrator's when ``orchestrator`` is None);
     ``agent_models`` overrides it per agent kind; ``params`` are the sas agent's parameters
-    (e.g. ``n`` of sc); ``plan_tokens`` caps the orchestrator's plan (mas). ``name`` labels the
-    system in logs and reports (default ``mode:variant``).
+    (e.g. ``n`` of sc); ``plan_tokens`` caps the orchestrator's plan (mas); ``constrain`` decodes
+    the plan under its dialect's grammar or schema where the backend can (mas; false: free
+    decoding). ``name`` labels the system in logs and reports (default ``mode:variant``).
     """
 
     mode: Mode
@@ -67,6 +69,7 @@ class SystemSpec:
     params: Mapping[str, Any] = field(default_factory=dict)
     dialect: str = "calls"
     repair: int = 0
+    constrain: bool = True
     plan_tokens: int = 1024
     budget: Budget = field(default_factory=Budget)
     timeout_s: float | None = None

@@ -16,10 +16,12 @@ from typing import Any
 
 
 class Severity(str, Enum):
-    """How bad a diagnostic is: an error makes a plan invalid, a warning does not."""
+    """How bad a diagnostic is: an error makes a plan invalid, a warning does not, and an info only
+    records how the plan was read (e.g. a flow implied by a reference)."""
 
     ERROR = "error"
     WARNING = "warning"
+    INFO = "info"
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,10 @@ CODES: dict[str, tuple[Severity, str]] = {
     "unreachable": (Severity.ERROR, "an agent's output never reaches the sink"),
     "unknown_ref": (Severity.ERROR, "a ${ref} names an agent that does not exist"),
     "self_ref": (Severity.ERROR, "a ${ref} names the agent it appears in"),
-    "ref_without_flow": (Severity.ERROR, "a ${ref} names an agent with no flow into this one"),
+    "implied_flow": (Severity.INFO, "a ${ref} to an agent with no flow into this one implies that flow"),
+    # Retired: a reference without a flow now implies the flow (implied_flow); a reference to an
+    # agent that does not exist is unknown_ref. Kept so that older logs and traces still resolve.
+    "ref_without_flow": (Severity.ERROR, "(retired) a ${ref} names an agent with no flow into this one"),
     "dom_agents": (Severity.ERROR, "more agents than the degree of MAS allows"),
     "dom_flows": (Severity.ERROR, "flows where the degree of MAS allows none"),
     "dom_direct_answer": (Severity.ERROR, "a direct answer where the degree of MAS requires agents"),
@@ -119,7 +124,8 @@ def compliance(diagnostics: Sequence[Diagnostic]) -> float:
     No plan is read when none was found (``no_plan``) or when the text was too long to read
     (``plan_too_large``).
 
-    Each error costs a full unit and each warning a quarter: ``1 / (1 + errors + warnings / 4)``.
+    Each error costs a full unit and each warning a quarter: ``1 / (1 + errors + warnings / 4)``;
+    an info costs nothing.
     The score falls monotonically as problems are added, so a reward can prefer a plan with fewer
     problems even when both are invalid.
 
@@ -129,9 +135,11 @@ def compliance(diagnostics: Sequence[Diagnostic]) -> float:
     0.5
     >>> compliance([diag("no_plan", "nothing")])
     0.0
+    >>> compliance([diag("implied_flow", "a -> b")])
+    1.0
     """
     if any(d.code in ("no_plan", "plan_too_large") for d in diagnostics):
         return 0.0
     n_err = sum(1 for d in diagnostics if d.is_error)
-    n_warn = len(diagnostics) - n_err
+    n_warn = sum(1 for d in diagnostics if d.severity is Severity.WARNING)
     return 1.0 / (1.0 + n_err + n_warn / 4.0)

@@ -7,7 +7,7 @@ from functools import lru_cache
 
 import jinja2
 
-from masorch.plan.diagnostics import Diagnostic
+from masorch.plan.diagnostics import Diagnostic, Severity
 
 _TEMPLATE = "plan/repair.j2"
 
@@ -28,10 +28,11 @@ def _template() -> jinja2.Template:
 def repair_message(diagnostics: Sequence[Diagnostic]) -> str:
     """The message that asks an orchestrator to fix its plan: every error, then every warning.
 
-    Returns an empty string when there is nothing to fix.
+    Infos (how the plan was read, nothing to fix) are left out. Returns an empty string when there
+    is nothing to fix.
     """
     errors = [_clean(d) for d in diagnostics if d.is_error]
-    warnings = [_clean(d) for d in diagnostics if not d.is_error]
+    warnings = [_clean(d) for d in diagnostics if d.severity is Severity.WARNING]
     if not errors and not warnings:
         return ""
     return _template().render(errors=errors, warnings=warnings).strip()

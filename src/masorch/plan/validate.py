@@ -8,7 +8,8 @@ Rules, in the order they are checked (codes in :data:`masorch.plan.diagnostics.C
 4. agents - ``bad_id``, ``duplicate_id``, ``unknown_kind``, ``unknown_param``, ``missing_param``,
    ``bad_param``;
 5. flows - ``dangling_flow``, ``self_loop``, ``duplicate_flow``;
-6. references - ``unknown_ref``, ``self_ref``, ``ref_without_flow``;
+6. references - ``unknown_ref``, ``self_ref``; a reference to an agent without a flow from it
+   implies that flow (``implied_flow``, an info), which the graph rules then see like any other;
 7. graph - ``cycle`` (each cycle named), then ``multiple_sinks`` and ``unreachable``;
 8. tasks - ``empty_task`` (a warning; see docs/plan-language.md for when an empty task is fine).
 """
@@ -21,7 +22,7 @@ from masorch.plan._rules import Suggestions, check_agent
 from masorch.plan.catalogue import Catalogue
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.graph import ancestors, cycle_through, strongly_connected, topological_order
-from masorch.plan.model import DoM, Plan, ValidatedPlan
+from masorch.plan.model import DoM, Flow, Plan, ValidatedPlan
 from masorch.plan.parse import MAX_TEXT_CHARS, DialectChoice, ParseResult, parse
 from masorch.plan.refs import REF_RE
 
@@ -215,7 +216,9 @@ def _flows(plan: Plan, ids: set[str], out: list[Diagnostic], suggest: Suggestion
 
 def _refs(
     plan: Plan, ids: set[str], edges: set[tuple[str, str]], out: list[Diagnostic], suggest: Suggestions
-) -> None:
+) -> list[Flow]:
+    """Reference rules; the flows that references imply (``${a}`` in b's task: a -> b)."""
+    implied: list[Flow] = []
     for agent in plan.agents:
         where = f"agent:{agent.id}"
         if "${" not in agent.task:
@@ -241,14 +244,17 @@ def _refs(
                     )
                 )
             elif (target, agent.id) not in edges:
+                edges.add((target, agent.id))
+                implied.append(Flow(src=target, dst=agent.id))
                 out.append(
                     diag(
-                        "ref_without_flow",
-                        f"{token} is used but there is no flow {target} -> {agent.id}",
-                        f"add the flow {target} -> {agent.id}",
+                        "implied_flow",
+                        f"{token} implies the flow {target} -> {agent.id}, which was added",
+                        f"nothing to do; declare the flow {target} -> {agent.id} to make it explicit",
                         where,
                     )
                 )
+    return implied
 
 
 def _graph(
@@ -330,7 +336,8 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
     ids = set(order_ids)
     suggest = Suggestions(ids)  # bounded "did you mean" hints keep huge plans linear
     edges = _flows(plan, ids, out, suggest)
-    _refs(plan, ids, set(edges), out, suggest)
+    implied = _refs(plan, ids, set(edges), out, suggest)
+    edges += [(f.src, f.dst) for f in implied]
     # At DoM low, extra agents and flows are already DoM errors; sink rules would only repeat them.
     sink, order = _graph(order_ids, edges, out, dom is DoM.HIGH) if order_ids else (None, [])
     parents: dict[str, list[str]] = {a: [] for a in order_ids}
@@ -351,7 +358,7 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
         return ValidationResult(plan, tuple(out), None)
     assert order is not None  # no cycle was reported
     validated = ValidatedPlan(
-        plan=plan,
+        plan=plan.model_copy(update={"flows": plan.flows + tuple(implied)}) if implied else plan,
         dom=dom,
         order=tuple(order),
         parents={a: tuple(p) for a, p in parents.items()},

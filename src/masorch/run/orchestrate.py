@@ -19,7 +19,8 @@ from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message
 from masorch.errors import BudgetExceeded, MasorchError
 from masorch.plan import Diagnostic, DoM, Limits, check, repair_message
-from masorch.plan.catalogue import KindSignature
+from masorch.plan.catalogue import KindSignature, ParamSpec
+from masorch.plan.grammar import plan_grammar
 from masorch.plan.parse import Dialect
 from masorch.plan.parse_xml import KIND_TO_NAME, PARAM_TO_ARG
 from masorch.plan.refs import ID_PATTERN
@@ -43,9 +44,10 @@ class OrchestrateOptions:
     """How one orchestrated run goes.
 
     ``dialect`` is what the orchestrator is asked to write (``xml`` is the MAS-Orchestra tag format,
-    so the released checkpoints can be driven); ``constrained_json`` sends the plan's JSON schema
-    with the json dialect (schema-constrained decoding where the backend supports it);
-    ``repair`` is how many times a rejected plan is sent back with its diagnostics (0: one shot).
+    so the released checkpoints can be driven); ``constrain`` decodes the plan under its dialect's
+    constraint where the backend supports one (:func:`plan_generate_config`; off: free decoding, the
+    paper's setting); ``repair`` is how many times a rejected plan is sent back with its
+    diagnostics (0: one shot).
     ``deadline_s`` bounds the whole run, orchestrator call included; ``node_timeout_s`` each node.
     """
 
@@ -58,7 +60,7 @@ class OrchestrateOptions:
     limits: Limits = field(default_factory=Limits)
     max_plan_tokens: int = 1024
     temperature: float = 0.0
-    constrained_json: bool = True
+    constrain: bool = True
 
 
 def orchestrator_messages(
@@ -92,33 +94,46 @@ def orchestrator_messages(
 def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: Limits) -> dict[str, Any]:
     """The JSON schema of a plan object for schema-constrained decoding (arrays and strings bounded).
 
-    Bounds matter: without ``maxItems``/``maxLength`` small models loop to the token limit.
+    Bounds matter: without ``maxItems``/``maxLength`` small models loop to the token limit. Each kind
+    is its own object, with only its parameters and their ranges. ValueError for an empty catalogue.
     """
-    params: dict[str, Any] = {}
-    for sig in catalogue.values():
-        for p in sig.params:
-            params.setdefault(p.name, param_json_schema(p.type))
-    agent = {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string", "pattern": f"^{ID_PATTERN}$"},
-            "kind": {"type": "string", "enum": list(catalogue)},
-            "task": {"type": "string", "maxLength": min(limits.max_task_chars, _SCHEMA_MAX_CHARS)},
-            "params": {"type": "object", "properties": params, "additionalProperties": False},
-        },
-        "required": ["id", "kind", "task", "params"],
-        "additionalProperties": False,
-    }
+    id_schema = {"type": "string", "pattern": f"^{ID_PATTERN}$"}
+    task = {"type": "string", "maxLength": min(limits.max_task_chars, _SCHEMA_MAX_CHARS)}
+
+    def agent(sig: KindSignature) -> dict[str, Any]:
+        # One object per kind, so each kind takes only its own parameters, within their ranges.
+        params = {p.name: _param_schema(p) for p in sig.params}
+        return {
+            "type": "object",
+            "properties": {
+                "id": id_schema,
+                "kind": {"const": sig.kind},
+                "task": task,
+                "params": {
+                    "type": "object",
+                    "properties": params,
+                    "required": [p.name for p in sig.params if p.required],
+                    "additionalProperties": False,
+                },
+            },
+            "required": ["id", "kind", "task", "params"],
+            "additionalProperties": False,
+        }
+
+    agents_of = [agent(sig) for sig in catalogue.values()]
+    if not agents_of:
+        raise ValueError("the catalogue offers no kind")
+    any_agent: dict[str, Any] = agents_of[0] if len(agents_of) == 1 else {"anyOf": agents_of}
     flow = {
         "type": "object",
-        "properties": {"src": {"type": "string"}, "dst": {"type": "string"}},
+        "properties": {"src": id_schema, "dst": id_schema},
         "required": ["src", "dst"],
         "additionalProperties": False,
     }
     answer = {"type": "string", "minLength": 1, "maxLength": _SCHEMA_MAX_CHARS}
 
     def shape(min_agents: int, max_agents: int, max_flows: int, final: dict[str, Any]) -> dict[str, Any]:
-        agents = {"type": "array", "items": agent, "minItems": min_agents, "maxItems": max_agents}
+        agents = {"type": "array", "items": any_agent, "minItems": min_agents, "maxItems": max_agents}
         return {
             "type": "object",
             "properties": {
@@ -137,6 +152,32 @@ def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: L
     if limits.direct_answer_in_high:
         return {"anyOf": [delegate, shape(0, 0, 0, answer)]}
     return delegate
+
+
+def plan_generate_config(
+    catalogue: Mapping[str, KindSignature], options: OrchestrateOptions
+) -> GenerateConfig:
+    """The orchestrator call's settings: under ``options.constrain``, the plan's JSON schema (json)
+    or its GBNF grammar (calls, xml) built from the offered ``catalogue``, DoM and limits.
+
+    Whether the constraint is applied is the backend's capability (see ``GenerateConfig.grammar``).
+    """
+    schema: dict[str, Any] | None = None
+    grammar: str | None = None
+    dialect = options.dialect
+    try:
+        if options.constrain and dialect == "json":
+            schema = plan_json_schema(catalogue, options.dom, options.limits)
+        elif options.constrain and dialect != "json":
+            grammar = plan_grammar(dialect, catalogue, options.dom, options.limits)
+    except ValueError as exc:  # nothing offered can be written: a plan cannot be valid anyway
+        logger.warning("no plan constraint (%s); the plan decodes freely", exc)
+    return GenerateConfig(
+        temperature=options.temperature,
+        max_tokens=options.max_plan_tokens,
+        json_schema=schema,
+        grammar=grammar,
+    )
 
 
 async def orchestrate(
@@ -177,10 +218,7 @@ async def _plan_and_run(
 ) -> RunResult:
     catalogue = agents.catalogue()
     messages = orchestrator_messages(question, catalogue, opts)
-    schema = None
-    if opts.dialect == "json" and opts.constrained_json:
-        schema = plan_json_schema(catalogue, opts.dom, opts.limits)
-    config = GenerateConfig(temperature=opts.temperature, max_tokens=opts.max_plan_tokens, json_schema=schema)
+    config = plan_generate_config(catalogue, opts)
     text = ""
     diagnostics: tuple[Diagnostic, ...] = ()
     for attempt in range(opts.repair + 1):
@@ -263,6 +301,24 @@ def param_json_schema(ptype: str) -> dict[str, Any]:
     if ptype == "str":
         return {"type": "string", "maxLength": 200}
     return {"type": {"int": "integer", "float": "number", "bool": "boolean"}[ptype]}
+
+
+def _param_schema(p: ParamSpec) -> dict[str, Any]:
+    """A parameter's schema with its range, choices and item counts (what the validator checks)."""
+    out = param_json_schema(p.type)
+    if p.type in ("int", "float"):
+        if p.minimum is not None:
+            out["minimum"] = p.minimum
+        if p.maximum is not None:
+            out["maximum"] = p.maximum
+    elif p.type == "str" and p.choices:
+        out = {"type": "string", "enum": list(p.choices)}
+    elif p.type == "list[str]":
+        if p.min_items is not None:
+            out["minItems"] = p.min_items
+        if p.max_items is not None:
+            out["maxItems"] = min(p.max_items, out["maxItems"])
+    return out
 
 
 def _xml_agent(sig: KindSignature) -> dict[str, Any]:

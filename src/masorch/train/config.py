@@ -95,6 +95,13 @@ class TrainConfig:
     dialect: str = field(
         default="calls", metadata=_h("plan dialect the orchestrator is asked to write: calls, json or xml")
     )
+    constrain: bool = field(
+        default=False,
+        metadata=_h(
+            "decode the held-out evaluation's plans under the dialect's grammar where the backend can; "
+            "the sampled training plans always decode freely (invalid plans must be learnable)"
+        ),
+    )
     # -- the sub-agents that execute sampled plans --
     subagent: str = field(
         default="local:smollm2-135m", metadata=_h("sub-agent model string (provider:model)")

@@ -135,7 +135,10 @@ class SharedBackend:
 
 @dataclass(frozen=True)
 class PolicyEval:
-    """How a policy is evaluated: DoM, dialect, sub-agent model, per-plan limits, concurrency."""
+    """How a policy is evaluated: DoM, dialect, sub-agent model, per-plan limits, concurrency.
+
+    ``constrain`` decodes plans under the dialect's grammar where the policy's backend can.
+    """
 
     dom: str
     dialect: str
@@ -144,6 +147,7 @@ class PolicyEval:
     budget: Budget
     node_timeout_s: float | None = None
     concurrency: int = 4
+    constrain: bool = False
 
 
 def evaluate_policy(
@@ -173,6 +177,7 @@ def evaluate_policy(
         orchestrator=POLICY_MODEL,
         dialect=settings.dialect,
         repair=0,
+        constrain=settings.constrain,
         plan_tokens=settings.max_plan_tokens,
         budget=settings.budget,
         timeout_s=None,

@@ -110,6 +110,18 @@ def search_corpus(cfg: TrainConfig) -> Path | None:
     return corpus_path()
 
 
+def train_agents(cfg: TrainConfig, agents: AgentRegistry | None = None) -> AgentRegistry:
+    """The sub-agents a config's plans are offered and run with (``agents``: the built-in ones).
+
+    The same choice as ``run`` and ``eval`` (:func:`masorch.agents.registry.offered_registry`):
+    search only with the config's corpus, python only where the sandbox starts.
+    """
+    from masorch.agents.registry import default_registry, offered_registry
+
+    agents = agents or default_registry(max_tokens=cfg.subagent_max_tokens)
+    return offered_registry(agents, retriever=search_corpus(cfg) is not None)
+
+
 def search_retriever(corpus: Path | None) -> Retriever | None:
     """The BM25 retriever over ``corpus`` (from :func:`search_corpus`), or None without one."""
     if corpus is None:
@@ -198,7 +210,6 @@ def train_grpo(
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from masorch.agents.registry import default_registry
     from masorch.train.gguf import load_policy, resolve_precision
     from masorch.train.hf_backend import HFBackend
 
@@ -206,7 +217,7 @@ def train_grpo(
     out.mkdir(parents=True, exist_ok=True)
     (out / LOG_FILE).unlink(missing_ok=True)
     t_start = time.monotonic()
-    agents = agents or default_registry(max_tokens=cfg.subagent_max_tokens)
+    agents = train_agents(cfg, agents)
     train_rows, held_rows = prompt_rows(cfg, agents)
     corpus = search_corpus(cfg)
     retriever = search_retriever(corpus)  # before any backend exists: a missing corpus leaks nothing
@@ -241,6 +252,7 @@ def train_grpo(
                 settings=PolicyEval(
                     dom=cfg.dom,
                     dialect=cfg.dialect,
+                    constrain=cfg.constrain,
                     subagent=cfg.subagent,
                     max_plan_tokens=cfg.max_completion_length,
                     budget=settings.budget,

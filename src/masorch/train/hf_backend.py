@@ -34,7 +34,7 @@ class HFBackend:
         return f"hf:{self._name}"
 
     async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
-        """One completion (greedy at temperature 0, sampled otherwise); json_schema/tools are ignored."""
+        """One completion (greedy at temperature 0, else sampled); json_schema, tools, grammar ignored."""
         t0 = time.monotonic()
         text, n_prompt, n_out, finish = await asyncio.to_thread(self._generate, messages, config)
         return Completion(

@@ -53,11 +53,16 @@ class RewardService:
 
 def build_rewards(cfg: TrainConfig) -> PlanRewards:
     """The PlanRewards of a training config (sub-agent backend with its cache, per-plan limits)."""
-    from masorch.agents.registry import default_registry
     from masorch.run.executor import RoleBackends
-    from masorch.train.grpo import rollout_settings, search_corpus, search_retriever, subagent_backend
+    from masorch.train.grpo import (
+        rollout_settings,
+        search_corpus,
+        search_retriever,
+        subagent_backend,
+        train_agents,
+    )
 
-    agents = default_registry(max_tokens=cfg.subagent_max_tokens)
+    agents = train_agents(cfg)
     executor = PlanExecutor(
         agents,
         RoleBackends(subagent=subagent_backend(cfg)),

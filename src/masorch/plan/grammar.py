@@ -1,0 +1,378 @@
+"""GBNF grammars of the plan dialects, derived from the catalogue a run offers (pure, no I/O).
+
+An orchestrator call decodes under its dialect's grammar where the backend can (llama.cpp's
+server, vLLM): every kind is one the run offers, every parameter is one its kind takes with a value
+in range, agents and flows are counted within the limits, and every string is bounded so a small
+model cannot loop to the token limit. The language of each grammar is a subset of what
+:func:`masorch.plan.check` reads in that dialect without a parse error; what a context-free grammar
+cannot say (unique ids, flows between existing agents, no cycle, one sink) is left to the validator
+and its repair message.
+
+Reasoning before the plan stays possible: the calls grammar allows one ``Thought: ...`` line first,
+the xml grammar one ``<thinking>...</thinking>`` block (the released MAS-Orchestra format). Both
+texts leave out the characters that could start a plan structure inside them (``(`` and ``<``).
+
+The grammars are written for llama.cpp's GBNF parser, the strictest of the engines that take them:
+rule names of letters, digits and ``-``; bounded repetitions below its limit of 2000.
+"""
+
+from __future__ import annotations
+
+import json
+import keyword
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from masorch.plan.catalogue import Catalogue, KindSignature, ParamSpec
+from masorch.plan.model import DoM
+from masorch.plan.parse_xml import ARG_TO_PARAM, IGNORED_ARGS, KIND_TO_NAME, kind_of
+from masorch.plan.validate import Limits
+
+GrammarDialect = Literal["calls", "xml"]
+
+
+@dataclass(frozen=True)
+class GrammarLimits:
+    """String and list bounds of the grammars (llama.cpp refuses bounded repetitions above 2000)."""
+
+    #: most characters of a task (also capped by ``Limits.max_task_chars``) or a direct answer
+    max_text_chars: int = 1000
+    #: most characters of the reasoning before the plan (0: no reasoning prefix)
+    max_thought_chars: int = 600
+    #: most characters of an agent id (ids allow 64; short ids are what models write)
+    max_id_chars: int = 32
+    #: most characters of a free string parameter, an xml description, a list item
+    max_short_chars: int = 120
+    #: most items of a list parameter without a ``max_items``
+    max_list_items: int = 8
+    #: widest integer range spelt out value by value (wider ranges are left out of the grammar)
+    max_enum_values: int = 64
+
+
+_SPACES = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000"
+# One unit inside a double-quoted Python string: no quote, backslash or control character; the
+# escapes \\ \" \n \t, which Python and JSON read alike (LaTeX in a task needs \\); and a "<" only
+# before a character that cannot start a tag (a "<think>" inside a task would make the calls reader
+# set text aside as reasoning). A unit is one or two characters.
+_STR_CHAR = '([^"\\\\<\\x00-\\x1f\\x7f] | "\\\\" ["\\\\nt] | "<" [^"\\\\<A-Za-z/!?\\x00-\\x1f\\x7f])'
+# The first unit of a direct answer: also no white space (an answer is stripped, never empty).
+_ANSWER_FIRST = f'([^"\\\\<\\x00-\\x1f\\x7f{_SPACES}] | "\\\\" ["\\\\])'
+# Text between xml tags: anything but "<" (so no tag opens or closes inside it).
+_XML_CHAR = "[^<\\x00]"
+_XML_ANSWER_FIRST = f"[^<\\x00{_SPACES}]"
+# Text of a JSON string inside an xml argument: JSON's own rules, and no "<".
+_XML_STR_CHAR = '[^"\\\\<\\x00-\\x1f\\x7f]'
+# Tags of an agent block that a parameter must not be named after.
+_XML_FIELDS = frozenset(
+    {"agent_id", "agent_output_id", "agent_name", "agent_description", "required_arguments", "agent_input"}
+)
+_CALL_FIELDS = frozenset({"id", "kind", "task"})
+_THOUGHT_CHAR = "[^\\n(<\\x00]"
+
+
+def plan_grammar(
+    dialect: GrammarDialect,
+    catalogue: Catalogue,
+    dom: DoM,
+    limits: Limits | None = None,
+    bounds: GrammarLimits | None = None,
+) -> str:
+    """The GBNF grammar of a plan in ``dialect`` using only the kinds of ``catalogue``, under ``dom``.
+
+    ``limits`` are the validator's (default ``Limits()``). Raises ValueError when no kind of the
+    catalogue can be written in the grammar (an empty one).
+    """
+    limits = limits or Limits()
+    bounds = bounds or GrammarLimits()
+    if dialect == "calls":
+        return _CallsGrammar(catalogue, dom, limits, bounds).text()
+    if dialect == "xml":
+        return _XmlGrammar(catalogue, dom, limits, bounds).text()
+    raise ValueError(f"no grammar for dialect {dialect!r}: the json dialect uses a JSON schema")
+
+
+def gbnf_literal(text: str) -> str:
+    """``text`` as a GBNF string literal.
+
+    >>> gbnf_literal('say "hi"\\n')
+    '"say \\\\"hi\\\\"\\\\n"'
+    """
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _rule_name(*parts: str) -> str:
+    return "-".join(re.sub(r"[^a-z0-9]+", "-", p.lower()).strip("-") or "x" for p in parts)
+
+
+class _Rules:
+    """An ordered set of named rules (the first is ``root``)."""
+
+    def __init__(self) -> None:
+        self.rules: dict[str, str] = {}
+
+    def add(self, name: str, body: str) -> str:
+        base, n = name, 1
+        while name in self.rules and self.rules[name] != body:
+            n += 1
+            name = f"{base}-{n}"
+        self.rules[name] = body
+        return name
+
+    def text(self) -> str:
+        return "".join(f"{name} ::= {body}\n" for name, body in self.rules.items())
+
+
+def _alts(options: list[str]) -> str:
+    return options[0] if len(options) == 1 else "(" + " | ".join(options) + ")"
+
+
+def _repeat(item: str, lo: int, hi: int) -> str:
+    """``item`` repeated ``lo`` to ``hi`` times, in the shortest GBNF llama.cpp reads."""
+    if hi <= 0:
+        return ""
+    if lo == hi:
+        return item if lo == 1 else f"{item}{{{lo}}}"
+    if lo == 0 and hi == 1:
+        return f"{item}?"
+    return f"{item}{{{lo},{hi}}}"
+
+
+def _int_literals(lo: float, hi: float, cap: int) -> list[str] | None:
+    """Every integer in [lo, hi] as a literal, or None when the range is open, fractional or wide."""
+    if not (float(lo).is_integer() and float(hi).is_integer()) or hi - lo + 1 > cap or hi < lo:
+        return None
+    return [gbnf_literal(str(v)) for v in range(int(lo), int(hi) + 1)]
+
+
+def _number(spec: ParamSpec, bounds: GrammarLimits) -> str | None:
+    """Numbers in the parameter's range (literals both Python and JSON read alike), or None."""
+    lo, hi = spec.minimum, spec.maximum
+    if lo is None and hi is None:
+        whole = '("0" | "-"? [1-9] [0-9]{0,8})'
+        return whole if spec.type == "int" else whole + ' ("." [0-9]{1,3})?'
+    if lo is None or hi is None:
+        return None
+    ints = _int_literals(lo, hi, bounds.max_enum_values)
+    if ints is None:
+        return None
+    if spec.type == "int":
+        return _alts(ints)
+    # A float: whole numbers below the maximum take any two decimals; the maximum only zeros.
+    below = _alts(ints[:-1]) + ' ("." [0-9]{1,2})?' if len(ints) > 1 else None
+    top = ints[-1] + ' ("." "0"{1,2})?'
+    return f"({below} | {top})" if below else f"({top})"
+
+
+class _Grammar:
+    """What the calls and xml grammars share: the rules, the kinds that can be written, the limits."""
+
+    def __init__(self, catalogue: Catalogue, dom: DoM, limits: Limits, bounds: GrammarLimits) -> None:
+        self.catalogue = catalogue
+        self.dom = dom
+        self.limits = limits
+        self.bounds = bounds
+        self.r = _Rules()
+        self.r.add("root", "")  # filled last, kept first
+
+    def task_chars(self) -> int:
+        return max(0, min(self.limits.max_task_chars, self.bounds.max_text_chars))
+
+    def agent_count(self) -> tuple[int, int]:
+        return (1, 1) if self.dom is DoM.LOW else (1, max(1, self.limits.max_agents))
+
+    def flow_count(self) -> int:
+        # A DAG of n agents has at most n(n-1)/2 distinct flows; more would only be repeats.
+        n = self.agent_count()[1]
+        return max(0, min(self.limits.max_flows, n * (n - 1) // 2))
+
+    def direct_answer(self) -> bool:
+        return self.dom is DoM.LOW or self.limits.direct_answer_in_high
+
+    def kinds(self, agent: Callable[[KindSignature], str | None]) -> list[str]:
+        out = [rule for sig in self.catalogue.values() if (rule := agent(sig)) is not None]
+        if not out:
+            raise ValueError(
+                "no kind of the catalogue can be written in the grammar: "
+                f"{', '.join(self.catalogue) or 'the catalogue is empty'}"
+            )
+        return out
+
+    def params(self, sig: KindSignature, write: Callable[[ParamSpec], str | None]) -> str | None:
+        """Optional parameters in signature order (a required one always); None if one can't be written."""
+        parts = []
+        for spec in sig.params:
+            item = write(spec)
+            if item is None:
+                if spec.required:
+                    return None
+                continue  # an optional parameter the grammar cannot bound is left to its default
+            parts.append(item if spec.required else f"({item})?")
+        return " ".join(parts)
+
+    def list_value(self, spec: ParamSpec, item: str, sep: str) -> str:
+        lo = spec.min_items or 0
+        hi = spec.max_items if spec.max_items is not None else max(lo, self.bounds.max_list_items)
+        if hi < lo:
+            hi = lo
+        if hi == 0:
+            return '"[]"'
+        rest = _repeat(f"({gbnf_literal(sep)} {item})", max(0, lo - 1), hi - 1)
+        body = f"{item} {rest}".strip()
+        return f'"[" {body} "]"' if lo >= 1 else f'"[" ({body})? "]"'
+
+
+class _CallsGrammar(_Grammar):
+    """``create_agent(...)``/``create_flow(...)`` lines (and ``final_answer(...)`` where allowed)."""
+
+    def task_chars(self) -> int:
+        # A string unit is at most two characters, so the task limit counts twice.
+        return max(0, min(self.limits.max_task_chars // 2, self.bounds.max_text_chars))
+
+    def text(self) -> str:
+        r, b = self.r, self.bounds
+        r.add("id", f"[A-Za-z] [A-Za-z0-9_-]{{0,{max(0, b.max_id_chars - 1)}}}")
+        r.add("qid", '"\\"" id "\\""')
+        r.add("char", _STR_CHAR)
+        r.add("task", f'"\\"" {_repeat("char", 0, self.task_chars())} "\\""'.replace("  ", " "))
+        # Calls are separated by one line break or two (a blank line, e.g. between agents and
+        # flows), and the plan may end right after its last ")": a model that wants a blank line or
+        # to stop there must not be pushed into writing another call instead.
+        r.add("eol", '"\\n" "\\n"?')
+        kinds = self.kinds(self.kind)
+        r.add("agent", '"create_agent(id=" qid ", kind=" ' + _alts(kinds) + ' ")"')
+        lo, hi = self.agent_count()
+        body = "agent " + _repeat("(eol agent)", max(0, lo - 1), hi - 1)
+        if self.dom is DoM.HIGH:
+            r.add("flow", '"create_flow(" qid ", " qid ")"')
+            body += " " + _repeat("(eol flow)", 0, self.flow_count())
+        body = body.strip()
+        if self.direct_answer():
+            tail = _repeat("char", 0, max(0, b.max_text_chars // 2 - 1))  # units of up to 2 chars
+            r.add("answer", f'"final_answer(\\"" {_ANSWER_FIRST} {tail} "\\")"'.replace("  ", " "))
+            body = f"({body} | answer)"
+        body += " eol?"
+        if b.max_thought_chars > 0:
+            r.add("thought", f'"Thought: " {_THOUGHT_CHAR}{{1,{b.max_thought_chars}}} eol')
+            body = f"thought? {body}"
+        r.rules["root"] = body
+        return r.text()
+
+    def kind(self, sig: KindSignature) -> str | None:
+        params = self.params(sig, lambda spec: self.param(sig, spec))
+        if params is None:
+            return None
+        head = gbnf_literal(json.dumps(sig.kind, ensure_ascii=False) + ", task=")
+        return self.r.add(_rule_name("kind", sig.kind), f"{head} task {params}".strip())
+
+    def param(self, sig: KindSignature, spec: ParamSpec) -> str | None:
+        value = self.value(spec)
+        if value is None:
+            return None
+        rule = self.r.add(_rule_name(sig.kind, spec.name), value)
+        return f"{gbnf_literal(f', {spec.name}=')} {rule}"
+
+    def value(self, spec: ParamSpec) -> str | None:
+        if not spec.name.isidentifier() or keyword.iskeyword(spec.name) or spec.name in _CALL_FIELDS:
+            return None
+        if spec.type in ("int", "float"):
+            return _number(spec, self.bounds)
+        if spec.type == "bool":
+            return '("True" | "False")'
+        if spec.type == "str":
+            if spec.choices:
+                return _alts([gbnf_literal(json.dumps(c, ensure_ascii=False)) for c in spec.choices])
+            return f'"\\"" char{{0,{self.bounds.max_short_chars}}} "\\""'
+        item = self.r.add("item", f'"\\"" char{{1,{self.bounds.max_short_chars}}} "\\""')
+        return self.list_value(spec, item, ", ")
+
+
+class _XmlGrammar(_Grammar):
+    """MAS-Orchestra tags: ``<agent>`` blocks and one ``<edge>`` block, or ``<answer>`` where allowed."""
+
+    def text(self) -> str:
+        r, b = self.r, self.bounds
+        r.add("id", f"[A-Za-z] [A-Za-z0-9_]{{0,{max(0, b.max_id_chars - 1)}}}")
+        r.add("xchar", _XML_CHAR)
+        r.add("input", _repeat("xchar", 0, self.task_chars()))
+        r.add("desc", _repeat("xchar", 0, b.max_short_chars))
+        r.add("jchar", _XML_STR_CHAR)
+        # Between tags: line breaks and indentation as the checkpoints write them (the reader
+        # ignores white space between tags), bounded.
+        r.add("ws", "[ \\t\\n]{0,12}")
+        kinds = self.kinds(self.kind)
+        low = self.dom is DoM.LOW
+        head = '"<agent>" ws' if low else '"<agent>" ws "<agent_id>" id "</agent_id>" ws'
+        tail = '"</required_arguments>" ws'
+        tail += ' "<agent_output_id>" id "</agent_output_id>" ws' if low else ""
+        r.add("agent", f'{head} {_alts(kinds)} {tail} "</agent>" ws')
+        lo, hi = self.agent_count()
+        if low:
+            body = 'agent "<answer>" id "</answer>" ws'
+        else:
+            r.add("edge", '"<from>" id "</from>" ws "<to>" id "</to>" ws')
+            edges = _repeat("edge", 0, self.flow_count())
+            body = f'{_repeat("agent", lo, hi)} "<edge>" ws {edges} "</edge>" ws'.replace("  ", " ")
+        if self.direct_answer():
+            text = _repeat("xchar", 0, max(0, b.max_text_chars - 1))
+            r.add("answer", f'"<answer>" {_XML_ANSWER_FIRST} {text} "</answer>" ws'.replace("  ", " "))
+            body = f"({body} | answer)"
+        if b.max_thought_chars > 0:
+            r.add("thinking", f'"<thinking>" xchar{{1,{b.max_thought_chars}}} "</thinking>" ws')
+            body = f"thinking? {body}"
+        r.rules["root"] = body
+        return r.text()
+
+    def kind(self, sig: KindSignature) -> str | None:
+        name = KIND_TO_NAME.get(sig.kind, sig.kind.capitalize() + "Agent")
+        if kind_of(name) != sig.kind or "<" in name:  # the reader would not map it back to this kind
+            return None
+        params = self.params(sig, lambda spec: self.param(sig, spec))
+        if params is None:
+            return None
+        head = (
+            f"{gbnf_literal(f'<agent_name>{name}</agent_name>')} ws "
+            '"<agent_description>" desc "</agent_description>" ws'
+            ' "<required_arguments>" ws "<agent_input>" input "</agent_input>" ws'
+        )
+        return self.r.add(_rule_name("xkind", sig.kind), f"{head} {params}".strip())
+
+    def param(self, sig: KindSignature, spec: ParamSpec) -> str | None:
+        tag = {v: k for k, v in ARG_TO_PARAM.items()}.get(spec.name, spec.name)
+        readable = re.fullmatch(r"[A-Za-z_][\w\-]*", tag) is not None
+        if not readable or ARG_TO_PARAM.get(tag, tag) != spec.name or tag in IGNORED_ARGS | _XML_FIELDS:
+            return None
+        value = self.value(spec)
+        if value is None:
+            return None
+        rule = self.r.add(_rule_name("x", sig.kind, spec.name), value)
+        return f"{gbnf_literal(f'<{tag}>')} {rule} {gbnf_literal(f'</{tag}>')} ws"
+
+    def value(self, spec: ParamSpec) -> str | None:
+        # Values are read as JSON (a text that is not JSON stays a string), so strings are quoted.
+        if spec.type in ("int", "float"):
+            return _number(spec, self.bounds)
+        if spec.type == "bool":
+            return '("true" | "false")'
+        if spec.type == "str":
+            if spec.choices:
+                if any("<" in c for c in spec.choices):
+                    return None
+                return _alts([gbnf_literal(json.dumps(c, ensure_ascii=False)) for c in spec.choices])
+            return f'"\\"" jchar{{0,{self.bounds.max_short_chars}}} "\\""'
+        item = self.r.add("jitem", f'"\\"" jchar{{1,{self.bounds.max_short_chars}}} "\\""')
+        return self.list_value(spec, item, ", ")
+
+
+__all__ = ["GrammarDialect", "GrammarLimits", "gbnf_literal", "plan_grammar"]
