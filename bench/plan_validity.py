@@ -1,5 +1,11 @@
 """How often do the embedded models write a valid plan, and what do the runs score next to one CoT call?
 
+Phase ``plans`` (the validity measurement): for each orchestrator model, DoM (high, low) and decoding
+(grammar-constrained, free), one greedy orchestrator call per question, calls dialect, the catalogue a
+run without a corpus offers; the plan is checked as `masorch run` checks it, not executed. Results go
+to ``OUT/plans.jsonl`` one line per call (resumable; the calls go through ``OUT/cache.sqlite``).
+
+Phase ``runs`` (accuracy and wall time):
 For each orchestrator model (qwen2.5-coder-1.5b, qwen2.5-coder-0.5b; the same model runs the
 sub-agents) one `masorch eval run` over the same 80 questions: 40 held-out MASBench tasks (test split,
 the five axes at values 2 and 3, 4 each) and the first 40 math500-subset questions, with the systems
@@ -13,14 +19,15 @@ rate (runs not ended `invalid_plan`), accuracy, mean wall time per question, and
 of the invalid plans (from the traces). Runs resume (`--resume`) and every call goes through a
 record/replay cache, so an interrupted study continues where it stopped and a re-run is free.
 
-    python bench/plan_validity.py --out runs/plan_validity               # run (resumable) + table
-    python bench/plan_validity.py --out runs/plan_validity --report      # table only
-    python bench/plan_validity.py --out runs/plan_validity --models qwen2.5-coder-1.5b --limit 10
+    python bench/plan_validity.py --out runs/plan_validity --phase plans  # validity (resumable) + table
+    python bench/plan_validity.py --out runs/plan_validity --phase runs   # executed runs (resumable)
+    python bench/plan_validity.py --out runs/plan_validity --phase report # tables of what has run
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import json
 import subprocess
@@ -101,6 +108,116 @@ def _rejections(run_dir: Path) -> dict[str, list[str]]:
     return codes
 
 
+def questions(out: Path, limit: int) -> list[Any]:
+    """The 80 questions: the MASBench test tasks, then the first ``limit`` math500-subset problems."""
+    from masorch.eval.datasets.load import load
+    from masorch.eval.sources import masbench_sample, read_masbench
+
+    masbench = [masbench_sample(r, "masbench") for r in read_masbench(out / "masbench")]
+    return masbench[: 2 * limit] + load("math500-subset", limit=limit)
+
+
+async def plan_phase(
+    out: Path, models: tuple[str, ...], limit: int, plan_tokens: int, concurrency: int
+) -> None:
+    """One orchestrator call per (model, DoM, decoding, question); appends to ``OUT/plans.jsonl``."""
+    from masorch.agents import default_registry
+    from masorch.agents.registry import offered_registry
+    from masorch.backends.registry import BackendSettings, make_backend
+    from masorch.plan import DoM
+    from masorch.run.orchestrate import OrchestrateOptions, plan_generate_config
+
+    results = out / "plans.jsonl"
+    done = set()
+    if results.exists():
+        for line in results.read_text().splitlines():
+            r = json.loads(line)
+            done.add((r["model"], r["dom"], r["constrain"], r["id"]))
+    items = questions(out, limit)
+    catalogue = offered_registry(default_registry(), retriever=False).catalogue()
+    settings = BackendSettings(cache_path=out / "cache.sqlite", slots=concurrency)
+    for model in models:
+        backend = make_backend(f"local:{model}", settings=settings)
+        gate = asyncio.Semaphore(concurrency)
+        for constrain in (True, False):
+            for dom in (DoM.HIGH, DoM.LOW):
+                options = OrchestrateOptions(
+                    dom=dom, dialect="calls", constrain=constrain, max_plan_tokens=plan_tokens
+                )
+                config = plan_generate_config(catalogue, options)
+                todo = [q for q in items if (model, dom.value, constrain, q.id) not in done]
+                print(f"{model} dom={dom.value} constrain={constrain}: {len(todo)} calls", flush=True)
+
+                job = PlanJob(backend, gate, catalogue, options, config, model, results)
+                await asyncio.gather(*[job.one(q) for q in todo])
+        await backend.aclose()
+
+
+class PlanJob:
+    """One (model, DoM, decoding) cell: its backend, options and where its records go."""
+
+    def __init__(self, backend: Any, gate: asyncio.Semaphore, catalogue: Any, options: Any, config: Any,
+                 model: str, results: Path) -> None:  # fmt: skip
+        self.backend, self.gate, self.catalogue = backend, gate, catalogue
+        self.options, self.config, self.model, self.results = options, config, model, results
+
+    async def one(self, q: Any) -> None:
+        """Plan ``q`` once and append the checked result."""
+        from masorch.plan import check
+        from masorch.run.orchestrate import orchestrator_messages
+
+        opts = self.options
+        async with self.gate:
+            messages = orchestrator_messages(q.question, self.catalogue, opts)
+            completion = await self.backend.complete(messages, self.config)
+        checked = check(completion.text, opts.dom, self.catalogue, "calls", opts.limits)
+        plan = checked.plan
+        record = {
+            "model": self.model, "dom": opts.dom.value, "constrain": opts.constrain, "id": q.id,
+            "dataset": q.dataset, "valid": checked.validated is not None,
+            "codes": sorted({d.code for d in checked.diagnostics if d.is_error}),
+            "kinds": [a.kind for a in plan.agents] if plan is not None else [],
+            "direct": bool(plan is not None and plan.final_answer is not None),
+            "finish": completion.finish, "tokens": completion.usage.completion_tokens,
+            "latency_s": round(completion.latency_s, 2), "text": completion.text,
+        }  # fmt: skip
+        with self.results.open("a") as sink:
+            sink.write(json.dumps(record) + "\n")
+
+
+def plan_report(out: Path) -> None:
+    """Valid-plan rate per model, DoM and decoding, with the error codes of the invalid plans."""
+    results = out / "plans.jsonl"
+    if not results.exists():
+        return
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = collections.defaultdict(list)
+    for r in rows:
+        groups[(r["model"], r["dom"], r["constrain"])].append(r)
+    head = f"{'model':<20} {'dom':<5} {'decoding':<12} {'n':>4} {'valid':>6} {'masbench':>9} {'math':>6}"
+    head += f" {'tokens':>7} {'s/call':>7}  invalid-plan codes"
+    print(head)
+    print("-" * len(head))
+    for (model, dom, constrain), rs in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][1], not kv[0][2])
+    ):
+
+        def rate(sub: list[dict[str, Any]]) -> str:
+            return f"{sum(r['valid'] for r in sub) / len(sub):.0%}" if sub else "-"
+
+        codes = collections.Counter(c for r in rs if not r["valid"] for c in r["codes"])
+        tokens = sum(r["tokens"] for r in rs) / len(rs)
+        latency = sum(r["latency_s"] for r in rs) / len(rs)
+        shown = ", ".join(f"{c} {k}" for k, c in codes.most_common()) or "-"
+        decoding = "constrained" if constrain else "free"
+        masbench = [r for r in rs if r["dataset"] == "masbench"]
+        math = [r for r in rs if r["dataset"] != "masbench"]
+        print(
+            f"{model:<20} {dom:<5} {decoding:<12} {len(rs):>4} {rate(rs):>6} {rate(masbench):>9} "
+            f"{rate(math):>6} {tokens:>7.0f} {latency:>7.1f}  {shown}"
+        )
+
+
 def report(out: Path, models: tuple[str, ...]) -> None:
     """Print the table: valid-plan rate, accuracy, mean wall time and invalid-plan codes."""
     head = f"{'model':<20} {'system':<14} {'n':>4} {'valid':>7} {'acc':>7} {'wall s':>7}  invalid-plan codes"
@@ -135,14 +252,18 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--plan-tokens", type=int, default=768)
     parser.add_argument("--max-tokens", type=int, default=768, help="Completion cap of each sub-agent call.")
-    parser.add_argument("--report", action="store_true", help="Only print the table of what has run.")
+    parser.add_argument("--phase", choices=("plans", "runs", "report"), default="plans")
     args = parser.parse_args()
     models = tuple(m for m in args.models.split(",") if m)
     args.out.mkdir(parents=True, exist_ok=True)
-    if not args.report:
+    if args.phase != "report":
         data = make_data(args.out)
+    if args.phase == "plans":
+        asyncio.run(plan_phase(args.out, models, args.limit, args.plan_tokens, args.concurrency))
+    if args.phase == "runs":
         for model in models:
             run(args.out, model, data, args)
+    plan_report(args.out)
     report(args.out, models)
 
 
