@@ -82,10 +82,9 @@ def test_bad_arguments_are_usage_errors(tmp_path: Path) -> None:
         ServerSettings(slots=0)
 
 
-async def test_a_missing_engine_names_the_build_command(tmp_path: Path, model_file: Path) -> None:
-    backend = LocalBackend(model_file, engine=EngineStore(tmp_path / "engines", env={}))
+def test_a_missing_engine_names_the_build_command(tmp_path: Path, model_file: Path) -> None:
     with pytest.raises(UsageError) as info:
-        await backend.complete(ASK, GenerateConfig())
+        LocalBackend(model_file, engine=EngineStore(tmp_path / "engines", env={}))
     assert info.value.code == "engine_missing" and "masorch models engine" in info.value.hint
     with pytest.raises(UsageError, match="not an executable"):
         EngineStore(env={ENGINE_ENV: str(tmp_path / "nope")}).find()

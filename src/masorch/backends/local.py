@@ -176,6 +176,15 @@ class LocalServer:
         """The process's exit code, or None while it runs (or before it started)."""
         return None if self._proc is None else self._proc.poll()
 
+    def wait_exit(self, timeout_s: float) -> int | None:
+        """The exit code once the process ends within ``timeout_s``, else None (it still runs)."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
     def log_tail(self, lines: int = 6) -> str:
         """The last lines the server printed."""
         if self._log is None or self._log.closed:
@@ -236,7 +245,8 @@ class LocalBackend:
         self._name = name or self.model_path.stem
         self._model_id = f"local:{self._name}"
         self.timeout_s = timeout_s
-        self._engine = engine or EngineStore()
+        # Checked now, so a missing engine is a usage error before any run starts, not a failed call.
+        self._binary = (engine or EngineStore()).binary()
         self._server: LocalServer | None = None
         self._client: OpenAIBackend | None = None
         self._lock = threading.Lock()
@@ -275,9 +285,7 @@ class LocalBackend:
                 if server is None or server.exit_code() is not None:
                     if server is not None:
                         server.stop()
-                    server = LocalServer(
-                        self._engine.binary(), self.model_path, self.settings, name=self._model_id
-                    )
+                    server = LocalServer(self._binary, self.model_path, self.settings, name=self._model_id)
                     server.spawn()
                     client = self._make_client(server)
                     self._server, self._client = server, client
@@ -346,6 +354,9 @@ class LocalBackend:
         except BackendError as exc:
             server = self._server
             code = server.exit_code() if server is not None else None
+            if code is None and server is not None and exc.code == "backend_connection":
+                # A dropped connection may be the server dying: give the kernel a moment to say so.
+                code = await asyncio.to_thread(server.wait_exit, 1.0)
             if code is not None and server is not None:
                 raise BackendError(
                     f"{self._model_id}: the llama.cpp server died (exit {code}): {server.log_tail()[-400:]}",
