@@ -210,8 +210,8 @@ def train_grpo(
     from datasets import Dataset
     from trl import GRPOTrainer
 
+    from masorch.backends.hf import HFBackend
     from masorch.train.gguf import load_policy, resolve_precision
-    from masorch.train.hf_backend import HFBackend
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
