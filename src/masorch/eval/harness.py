@@ -42,6 +42,7 @@ from masorch.run.executor import Executor, RoleBackends
 from masorch.run.orchestrate import OrchestrateOptions, orchestrate
 from masorch.run.result import RunResult
 from masorch.run.session import RunSession
+from masorch.score.registry import reads_reply
 from masorch.score.scorer import Score, score_async
 from masorch.trace.events import Event, RunStarted
 from masorch.trace.writer import CallbackSink
@@ -149,21 +150,6 @@ async def run_system(
     )
 
 
-def full_reply(result: RunResult) -> str:
-    """The sink node's whole reply (all its boxed answers), else the run's answer."""
-    plan = result.plan
-    if plan is not None and plan.agents:
-        sources = {f.src for f in plan.flows}
-        sinks = [a.id for a in plan.agents if a.id not in sources]
-        if len(sinks) == 1 and sinks[0] in result.node_results:
-            rationale = result.node_results[sinks[0]].rationale
-            if rationale:
-                return rationale
-    if "solver" in result.node_results and result.node_results["solver"].rationale:
-        return result.node_results["solver"].rationale
-    return result.answer
-
-
 async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], list[Event]]:
     """Run and grade one item; the log record and the run's trace events. Never raises."""
     events: list[Event] = []
@@ -179,7 +165,7 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         status, error = result.status, result.error
         if result.ok:
             scorer = env.scorer(item.scorer)
-            prediction = full_reply(result) if item.scorer == "masbench" else result.answer
+            prediction = result.reply if reads_reply(item.scorer) else result.answer
             verdict = await score_async(scorer, prediction, sample)
     except Exception as exc:  # a harness failure is recorded as this sample's status, and counted
         logger.warning("sample %s failed: %s: %s", item.key, type(exc).__name__, exc)

@@ -23,10 +23,10 @@ from masorch.backends.base import Backend
 from masorch.errors import UsageError, require_extra
 from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
-from masorch.score.rewards import CostTarget
 from masorch.train.config import TrainConfig
 from masorch.train.data import Row, build_rows
 from masorch.train.evaluate import EvalSummary, PolicyEval, SharedBackend, evaluate_policy
+from masorch.train.reward_components import CostTarget
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
 
