@@ -24,7 +24,7 @@ from pathlib import Path
 import bm25s
 
 from masorch.errors import UsageError
-from masorch.files import iter_lines, read_text
+from masorch.files import iter_jsonl, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -49,15 +49,9 @@ class Document:
 def read_documents(path: str | Path) -> list[Document]:
     """Read a JSONL corpus; a bad line is a usage error naming the file and line."""
     documents: list[Document] = []
-    for number, line in iter_lines(path, what="JSONL corpus"):
-        if not line.strip():
-            continue
-        hint = 'each line must be a JSON object like {"id": "1", "title": "...", "text": "..."}'
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{number}: not valid JSON ({exc.msg})", hint=hint) from exc
-        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+    hint = 'each line must be a JSON object like {"id": "1", "title": "...", "text": "..."}'
+    for number, row in iter_jsonl(path, what="JSONL corpus", item="a document", hint=hint):
+        if not isinstance(row.get("text"), str):
             raise UsageError(f"{path}:{number}: a document needs a string 'text'", hint=hint)
         documents.append(Document(str(row.get("id", number)), str(row.get("title", "") or ""), row["text"]))
     if not documents:
