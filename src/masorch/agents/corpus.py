@@ -14,7 +14,6 @@ across hops). A web-search provider is such an object wrapping its HTTP API; it 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -24,6 +23,7 @@ from pathlib import Path
 import bm25s
 
 from masorch.errors import UsageError
+from masorch.fetch import sha256_file
 from masorch.files import iter_jsonl, read_text
 
 logger = logging.getLogger(__name__)
@@ -57,14 +57,6 @@ def read_documents(path: str | Path) -> list[Document]:
     if not documents:
         raise UsageError(f"corpus {path} has no documents", hint="add one JSON document per line")
     return documents
-
-
-def _fingerprint(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _tokenizer() -> bm25s.tokenization.Tokenizer:
@@ -116,7 +108,7 @@ class BM25Corpus:
         path, index_dir = Path(path), Path(index_dir)
         if not path.is_file():
             raise UsageError(f"corpus file {path} does not exist", hint="pass an existing JSONL file")
-        fingerprint = _fingerprint(path)
+        fingerprint = sha256_file(path)
         meta_path = index_dir / _META
         if meta_path.is_file():
             try:
