@@ -31,27 +31,6 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def pip_download_command(
-    requirements: Sequence[str],
-    dest: Path,
-    *,
-    sources: bool = False,
-    pip_args: Sequence[str] = (),
-    python: str | None = None,
-) -> list[str]:
-    """The exact ``pip download`` command: no dependencies, wheels only (``sources``: sdists only).
-
-    >>> pip_download_command(["x==1"], Path("d"), python="py")[:6]
-    ['py', '-m', 'pip', 'download', '--no-deps', '--only-binary=:all:']
-    """
-    only = "--no-binary=:all:" if sources else "--only-binary=:all:"
-    return [
-        python or sys.executable,
-        *("-m", "pip", "download", "--no-deps", only, "--no-cache-dir", "--disable-pip-version-check"),
-        *("-q", "-d", str(dest), *pip_args, *requirements),
-    ]
-
-
 @dataclass(frozen=True)
 class PipOutcome:
     """How a ``pip download`` ended: its exit code (None: pip did not run), its last output lines."""
@@ -65,40 +44,57 @@ class PipOutcome:
         return self.returncode == 0
 
 
+@dataclass(frozen=True)
+class PipDownload:
+    """``pip download --no-deps`` of ``requirements`` into ``dest``: wheels only (``sources``: sdists only).
+
+    ``pip_args`` go to pip (e.g. ``--index-url``); ``python`` is the interpreter whose pip runs (this
+    one by default).
+
+    >>> PipDownload(["x==1"], Path("d"), python="py").command[:6]
+    ['py', '-m', 'pip', 'download', '--no-deps', '--only-binary=:all:']
+    >>> PipDownload(["y==1"], Path("/tmp/x"), python="/usr/bin/python3").shown.endswith("-q -d DIR y==1")
+    True
+    """
+
+    requirements: Sequence[str]
+    dest: Path
+    sources: bool = False
+    pip_args: Sequence[str] = ()
+    python: str | None = None
+
+    @property
+    def command(self) -> list[str]:
+        """The exact command."""
+        only = "--no-binary=:all:" if self.sources else "--only-binary=:all:"
+        return [
+            self.python or sys.executable,
+            *("-m", "pip", "download", "--no-deps", only, "--no-cache-dir", "--disable-pip-version-check"),
+            *("-q", "-d", str(self.dest), *self.pip_args, *self.requirements),
+        ]
+
+    @property
+    def shown(self) -> str:
+        """The command as a user would type it: ``python -m pip ...`` with the directory as ``DIR``."""
+        words = ["python", *self.command[1:]]
+        words[words.index("-d") + 1] = "DIR"
+        return shlex.join(words)
+
+    def run(self, timeout_s: float = PIP_TIMEOUT_S) -> PipOutcome:
+        """Run it (``dest`` made if missing); pip's failures are the outcome, never raised."""
+        self.dest.mkdir(parents=True, exist_ok=True)
+        try:
+            done = subprocess.run(
+                self.command, capture_output=True, text=True, check=False, timeout=timeout_s
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return PipOutcome(None, f"could not run pip: {exc}")
+        tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])[:400]
+        return PipOutcome(done.returncode, tail)
+
+
 def find_wheel(dest: Path, package: str, version: str) -> Path | None:
     """The wheel of ``package==version`` in ``dest`` (names normalised as wheels spell them), or None."""
     stem = f"{re.sub(r'[-_.]+', '_', package).lower()}-{version}-"
     matches = sorted(w for w in dest.glob("*.whl") if w.name.lower().startswith(stem))
     return matches[0] if matches else None
-
-
-def pip_download(
-    requirements: Sequence[str],
-    dest: Path,
-    *,
-    sources: bool = False,
-    pip_args: Sequence[str] = (),
-    python: str | None = None,
-    timeout_s: float = PIP_TIMEOUT_S,
-) -> PipOutcome:
-    """Run :func:`pip_download_command` into ``dest`` (made if missing); never raises for pip's failures."""
-    dest.mkdir(parents=True, exist_ok=True)
-    command = pip_download_command(requirements, dest, sources=sources, pip_args=pip_args, python=python)
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=timeout_s)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return PipOutcome(None, f"could not run pip: {exc}")
-    tail = " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])[:400]
-    return PipOutcome(done.returncode, tail)
-
-
-def shown_command(command: Sequence[str]) -> str:
-    """A pip command as a user would type it: ``python -m pip ...`` with the directory as ``DIR``.
-
-    >>> shown_command(["/usr/bin/python3", "-m", "pip", "download", "-d", "/tmp/x", "y==1"])
-    'python -m pip download -d DIR y==1'
-    """
-    words = ["python", *command[1:]]
-    if "-d" in words:
-        words[words.index("-d") + 1] = "DIR"
-    return shlex.join(words)

