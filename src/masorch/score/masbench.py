@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from masorch.score.extract import all_boxed
-from masorch.score.scorer import HasAnswer, Score
+from masorch.score.scorer import HasAnswer, Score, reward_value
 
 MOD = 23
 SEPARATOR = "<<horizon>>"
@@ -150,11 +150,26 @@ class MasbenchScorer:
         )
 
 
+@dataclass(frozen=True)
+class _Truth:
+    answer: str
+    question: str = ""
+
+
+def _reward(completion: str, ground_truth: str) -> float:
+    # A direct-answer reward is the scorer contract's verdict as a reward (all or nothing).
+    scorer = MasbenchScorer()
+    return reward_value(scorer, scorer.score(completion, _Truth(ground_truth)))
+
+
 def compute_score(
     data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None
 ) -> float:
-    """A verl ``custom_reward_function``: 1.0 when every answer matches, else 0.0."""
-    return 1.0 if score_masbench(solution_str, parse_ground_truth(ground_truth)).correct else 0.0
+    """A verl ``custom_reward_function`` for direct answers: 1.0 when every answer matches, else 0.0.
+
+    (Plans, executed, are rewarded by :func:`masorch.train.verl_reward.compute_score`.)
+    """
+    return _reward(solution_str, ground_truth)
 
 
 def masbench_reward(completions: Sequence[Any], ground_truth: Sequence[str], **_: Any) -> list[float]:
@@ -162,5 +177,5 @@ def masbench_reward(completions: Sequence[Any], ground_truth: Sequence[str], **_
     out = []
     for completion, truth in zip(completions, ground_truth, strict=True):
         text = completion if isinstance(completion, str) else completion[-1]["content"]
-        out.append(1.0 if score_masbench(text, parse_ground_truth(truth)).correct else 0.0)
+        out.append(_reward(text, truth))
     return out
