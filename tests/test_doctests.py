@@ -11,7 +11,7 @@ import pytest
 import masorch
 
 # Modules whose import needs an optional extra (torch, trl, llama-cpp) or starts a server.
-_NEEDS_EXTRA = ("masorch.train.grpo", "masorch.train.gguf", "masorch.train.hf_backend", "masorch.__main__")
+_NEEDS_EXTRA = ("masorch.train.grpo", "masorch.train.gguf", "masorch.__main__")
 
 
 def _modules() -> list[str]:

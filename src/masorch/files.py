@@ -9,6 +9,7 @@ alias bomb expands to billions of nodes from a few hundred bytes).
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,6 +128,41 @@ def iter_lines(
                     code="input_too_large",
                 )
             yield number, decode_text(raw.rstrip(b"\r\n"), f"{path} (line {number})", what)
+
+
+def json_object(text: str, where: str, *, item: str = "a record", hint: str) -> dict[str, Any]:
+    """One JSON line as an object; not JSON, nested too deeply, or not an object is a UsageError at ``where``.
+
+    >>> json_object('{"a": 1}', "f.jsonl:1", hint="one object per line")
+    {'a': 1}
+    """
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{where}: not JSON ({exc.msg})", hint=hint) from None
+    except RecursionError:
+        raise UsageError(f"{where}: not JSON (nested too deeply)", hint=hint) from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{where}: {item} must be a JSON object", hint=hint)
+    return value
+
+
+def iter_jsonl(
+    path: str | Path,
+    *,
+    what: str = "JSONL file",
+    item: str = "a record",
+    hint: str,
+    max_line_bytes: int = MAX_LINE_BYTES,
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` of each non-blank line of a JSONL file, streamed and bounded.
+
+    The one JSONL reader: each line is bounded and decoded by :func:`iter_lines` and parsed by
+    :func:`json_object`, so every bad line is a :class:`UsageError` naming the file and line.
+    """
+    for number, line in iter_lines(path, what=what, max_line_bytes=max_line_bytes):
+        if line.strip():
+            yield number, json_object(line, f"{path}:{number}", item=item, hint=hint)
 
 
 def _yaml_loader() -> type:

@@ -74,7 +74,7 @@ def test_bad_corpus_lines_name_the_place(tmp_path):
     with pytest.raises(UsageError, match=r"bad.jsonl:2"):
         read_documents(path)
     path.write_text("not json\n")
-    with pytest.raises(UsageError, match=r"bad.jsonl:1: not valid JSON"):
+    with pytest.raises(UsageError, match=r"bad.jsonl:1: not JSON"):
         read_documents(path)
     with pytest.raises(UsageError):
         BM25Corpus.build([])

@@ -77,7 +77,7 @@ class SumBackendFactory:
 
 def scorer_factory(name: str, **options: Any) -> Any:
     """Only the MASBench scorer (the eval tests need no math-verify)."""
-    from masorch.eval.scoring import make_scorer
+    from masorch.score.registry import get_scorer
 
     assert name == "masbench", name
-    return make_scorer(name, **options)
+    return get_scorer(name, **options)

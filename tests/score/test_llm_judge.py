@@ -8,7 +8,8 @@ from masorch.backends import ScriptedBackend
 from masorch.errors import BackendError
 from masorch.eval.datasets import Sample
 from masorch.score.llm_judge import LLMJudgeScorer, parse_verdict
-from masorch.score.scorer import get_scorer, score_async
+from masorch.score.registry import get_scorer
+from masorch.score.scorer import score_async
 
 SAMPLE = Sample("q1", "Who wrote Hamlet?", "William Shakespeare", "test")
 

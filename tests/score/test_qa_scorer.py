@@ -10,7 +10,8 @@ from masorch.backends import ScriptedBackend
 from masorch.errors import UsageError
 from masorch.eval.datasets import Sample
 from masorch.score.qa import ExactMatchScorer, F1Scorer, extract_short_answer, f1_parts, normalize_answer
-from masorch.score.scorer import SCORERS, AsyncScorer, Score, Scorer, get_scorer
+from masorch.score.registry import SCORERS, get_scorer
+from masorch.score.scorer import AsyncScorer, Score, Scorer
 
 
 def gold(answer: str) -> Sample:
@@ -67,7 +68,7 @@ def test_extract_short_answer_takes_the_last_answer_line():
 
 
 def test_registry():
-    assert set(SCORERS) == {"math", "exact", "f1", "llm_judge"}
+    assert set(SCORERS) == {"masbench", "math", "exact", "f1", "llm_judge"}
     assert isinstance(get_scorer("f1"), Scorer)
     assert get_scorer("exact", extract=False).score("answer: x", gold("x")).value == 0.0
     math = get_scorer("math", isolation="thread")

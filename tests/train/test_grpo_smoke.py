@@ -61,9 +61,9 @@ def test_two_grpo_steps_log_rewards_and_save_a_loadable_checkpoint(tmp_path: Pat
         assert (tmp_path / "run" / f"eval_{tag}" / "report.md").is_file()
 
     from masorch.backends.base import GenerateConfig, Message
-    from masorch.train.hf_backend import make_orchestrator
+    from masorch.backends.registry import make_backend
 
-    orchestrator = make_orchestrator(f"hf:{report.final_model}")
+    orchestrator = make_backend(f"hf:{report.final_model}")
     import asyncio
 
     out = asyncio.run(orchestrator.complete([Message("user", "Hi")], GenerateConfig(max_tokens=4)))

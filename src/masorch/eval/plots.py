@@ -10,7 +10,7 @@ from typing import Any
 
 from masorch.errors import require_extra
 from masorch.eval.metrics import pareto_front
-from masorch.eval.report import Summary
+from masorch.eval.summary import Summary
 
 
 def _pyplot() -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import UsageError
-from masorch.files import iter_lines
+from masorch.files import iter_jsonl
 
 FORMATS = (".jsonl", ".parquet")
 
@@ -153,15 +153,8 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
         raise UsageError(f"no such file: {path}", hint="give the path of a .jsonl or .parquet file")
     suffix = check_format(path, "read")
     if suffix == ".jsonl":
-        for lineno, line in iter_lines(path, what="MASBench file"):
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                except (json.JSONDecodeError, RecursionError) as exc:
-                    raise UsageError(
-                        f"{path}:{lineno}: not JSON ({exc})", hint="is it a MASBench file?"
-                    ) from None
-                yield _record(rec, f"{path}:{lineno}")
+        for lineno, rec in iter_jsonl(path, what="MASBench file", hint="is it a MASBench file?"):
+            yield _record(rec, f"{path}:{lineno}")
         return
     import pyarrow as pa
     import pyarrow.parquet as pq

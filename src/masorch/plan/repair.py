@@ -3,26 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import lru_cache
-
-import jinja2
 
 from masorch.plan.diagnostics import Diagnostic, Severity
+from masorch.prompts import render
 
 _TEMPLATE = "plan/repair.j2"
-
-
-@lru_cache(maxsize=1)
-def _template() -> jinja2.Template:
-    # plan/ imports nothing else of masorch, so it loads its one template itself (read-only package data).
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("masorch", "prompts"),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        autoescape=False,
-    )
-    return env.get_template(_TEMPLATE)
 
 
 def repair_message(diagnostics: Sequence[Diagnostic]) -> str:
@@ -35,7 +20,7 @@ def repair_message(diagnostics: Sequence[Diagnostic]) -> str:
     warnings = [_clean(d) for d in diagnostics if d.severity is Severity.WARNING]
     if not errors and not warnings:
         return ""
-    return _template().render(errors=errors, warnings=warnings).strip()
+    return render(_TEMPLATE, errors=errors, warnings=warnings)
 
 
 def _clean(d: Diagnostic) -> Diagnostic:

@@ -1,4 +1,9 @@
-"""Prompt templates (Jinja, ``StrictUndefined``) shipped as package data, and their renderer."""
+"""Prompt templates (Jinja, ``StrictUndefined``) shipped as package data, and their renderer.
+
+The one Jinja environment of masorch: every template (agents, orchestrator, rounds, scorers, MASBench,
+the plan repair message) renders through :func:`render`. It imports nothing else of masorch, so
+every layer, ``plan`` included, may use it.
+"""
 
 from __future__ import annotations
 

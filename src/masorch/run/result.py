@@ -41,3 +41,20 @@ class RunResult:
     def ok(self) -> bool:
         """True when the run produced an answer."""
         return self.status == "ok"
+
+    @property
+    def reply(self) -> str:
+        """The plan's single sink node's whole reply (every boxed answer in it), else the run's answer.
+
+        What a scorer that reads whole replies (MASBench: several boxes) grades, in eval and in
+        training alike.
+        """
+        plan = self.plan
+        if plan is not None and plan.agents:
+            sources = {f.src for f in plan.flows}
+            sinks = [a.id for a in plan.agents if a.id not in sources]
+            if len(sinks) == 1 and sinks[0] in self.node_results:
+                rationale = self.node_results[sinks[0]].rationale
+                if rationale:
+                    return rationale
+        return self.answer

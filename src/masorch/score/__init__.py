@@ -10,7 +10,8 @@ from masorch.score.masbench import (
     score_masbench,
     score_record,
 )
-from masorch.score.scorer import Score, Scorer, get_scorer
+from masorch.score.registry import get_scorer
+from masorch.score.scorer import Score, Scorer
 
 __all__ = [
     "MasbenchScore",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from masorch.score.extract import all_boxed
+from masorch.score.scorer import HasAnswer, Score, reward_value
 
 MOD = 23
 SEPARATOR = "<<horizon>>"
@@ -108,11 +109,67 @@ def score_record(completion: str, record: dict[str, Any]) -> MasbenchScore:
     return score_masbench(completion, record["answers"], record.get("decoys"), record.get("attacked_answers"))
 
 
+class MasbenchScorer:
+    """:func:`score_masbench` under the scorer contract, for eval and training alike.
+
+    The prediction is the sink's whole reply (several boxes for multi-answer axes);
+    the answers and decoys come from the sample's ``meta`` (else its ``a1<<horizon>>a2`` gold).
+    ``value`` is the per-position accuracy, ``correct`` needs every position; a reward counts
+    ``correct`` only (``all_or_nothing``, the paper's reward).
+
+    >>> from types import SimpleNamespace as S
+    >>> s = S(answer="3<<horizon>>5", question="", meta={"answers": [3, 5], "decoys": [None, 9]})
+    >>> v = MasbenchScorer().score(r"\\boxed{3} then \\boxed{5}", s)
+    >>> v.correct, v.details["per_position"]
+    (True, [True, True])
+    >>> MasbenchScorer().score(r"\\boxed{3} \\boxed{9}", s).details["attack_followed"]
+    True
+    """
+
+    name = "masbench"
+    #: Pure and fast: async callers run it on the event loop instead of in a worker thread.
+    inline = True
+    all_or_nothing = True
+
+    def score(self, prediction: str, sample: HasAnswer) -> Score:
+        """The verdict on ``prediction`` for a MASBench sample."""
+        meta: Mapping[str, Any] = getattr(sample, "meta", None) or {}
+        answers = meta.get("answers") or parse_ground_truth(sample.answer)
+        decoys = meta.get("decoys") or None
+        result = score_masbench(prediction, answers, decoys, meta.get("attacked_answers"))
+        return Score(
+            correct=result.correct,
+            value=result.position_accuracy,
+            details={
+                "predicted": list(result.predicted),
+                "per_position": list(result.per_position),
+                "first_failure": result.first_failure,
+                "attack_followed": result.attack_followed,
+                "n_boxes": result.n_boxes,
+            },
+        )
+
+
+@dataclass(frozen=True)
+class _Truth:
+    answer: str
+    question: str = ""
+
+
+def _reward(completion: str, ground_truth: str) -> float:
+    # A direct-answer reward is the scorer contract's verdict as a reward (all or nothing).
+    scorer = MasbenchScorer()
+    return reward_value(scorer, scorer.score(completion, _Truth(ground_truth)))
+
+
 def compute_score(
     data_source: str, solution_str: str, ground_truth: str, extra_info: dict[str, Any] | None = None
 ) -> float:
-    """A verl ``custom_reward_function``: 1.0 when every answer matches, else 0.0."""
-    return 1.0 if score_masbench(solution_str, parse_ground_truth(ground_truth)).correct else 0.0
+    """A verl ``custom_reward_function`` for direct answers: 1.0 when every answer matches, else 0.0.
+
+    (Plans, executed, are rewarded by :func:`masorch.train.verl_reward.compute_score`.)
+    """
+    return _reward(solution_str, ground_truth)
 
 
 def masbench_reward(completions: Sequence[Any], ground_truth: Sequence[str], **_: Any) -> list[float]:
@@ -120,5 +177,5 @@ def masbench_reward(completions: Sequence[Any], ground_truth: Sequence[str], **_
     out = []
     for completion, truth in zip(completions, ground_truth, strict=True):
         text = completion if isinstance(completion, str) else completion[-1]["content"]
-        out.append(1.0 if score_masbench(text, parse_ground_truth(truth)).correct else 0.0)
+        out.append(_reward(text, truth))
     return out

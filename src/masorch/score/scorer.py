@@ -1,4 +1,14 @@
-"""The scorer contract: a :class:`Score` result, the :class:`Scorer` protocols, and the name registry."""
+"""The one scorer contract, shared by the eval harness and the training rewards.
+
+A scorer grades a prediction against a sample's gold answer and returns a :class:`Score`. It has a
+``name`` and a ``score(prediction, sample)`` method, sync (:class:`Scorer`: pure and thread-safe) or
+async (:class:`AsyncScorer`: an LLM judge); callers await either kind through :func:`score_async`,
+the one way eval and training grade. The scorers by name live in :mod:`masorch.score.registry`.
+
+A scorer may declare ``all_or_nothing = True`` (MASBench): as a reward its verdict counts as
+``correct`` 0/1, not the partial ``value`` (:func:`reward_value`). What text is graded (the whole
+reply or the extracted answer) goes by the scorer's name: :func:`masorch.score.registry.reads_reply`.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +16,7 @@ import asyncio
 import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
-
-from masorch.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -26,7 +33,10 @@ class Score:
 
 
 class HasAnswer(Protocol):
-    """Anything with a gold ``answer`` and its ``question`` (e.g. ``masorch.eval.datasets.Sample``)."""
+    """Anything with a gold ``answer`` and its ``question`` (e.g. ``masorch.eval.datasets.Sample``).
+
+    A scorer that needs dataset fields (MASBench: answers, decoys) reads an optional ``meta`` mapping.
+    """
 
     @property
     def answer(self) -> str:
@@ -82,52 +92,12 @@ async def score_async(scorer: Scorer | AsyncScorer, prediction: str, sample: Has
     return await asyncio.to_thread(sync_score, prediction, sample)
 
 
-def _math(**kwargs: Any) -> Scorer:
-    from masorch.score.math import MathScorer
+def reward_value(scorer: Scorer | AsyncScorer, verdict: Score) -> float:
+    """The reward a verdict is worth: its ``value``, or ``correct`` as 0/1 for an all-or-nothing scorer.
 
-    return MathScorer(**kwargs)
-
-
-def _exact(**kwargs: Any) -> Scorer:
-    from masorch.score.qa import ExactMatchScorer
-
-    return ExactMatchScorer(**kwargs)
-
-
-def _f1(**kwargs: Any) -> Scorer:
-    from masorch.score.qa import F1Scorer
-
-    return F1Scorer(**kwargs)
-
-
-def _llm_judge(**kwargs: Any) -> AsyncScorer:
-    from masorch.score.llm_judge import LLMJudgeScorer
-
-    return LLMJudgeScorer(**kwargs)
-
-
-SCORERS: Mapping[str, Callable[..., Scorer | AsyncScorer]] = MappingProxyType(
-    {"math": _math, "exact": _exact, "f1": _f1, "llm_judge": _llm_judge}
-)
-
-
-def get_scorer(name: str, **options: Any) -> Scorer | AsyncScorer:
-    """A new scorer by registry name (``math``, ``exact``, ``f1``, ``llm_judge``) built with ``options``.
-
-    >>> get_scorer("exact").score("The Beatles", type("S", (), {"answer": "beatles"})()).correct
-    True
+    >>> reward_value(type("S", (), {"all_or_nothing": True})(), Score(False, 0.5))
+    0.0
     """
-    try:
-        factory = SCORERS[name]
-    except KeyError:
-        raise UsageError(
-            f"unknown scorer '{name}'", hint=f"choose one of: {', '.join(SCORERS)}", code="unknown_scorer"
-        ) from None
-    try:
-        return factory(**options)
-    except TypeError as exc:
-        raise UsageError(
-            f"bad options for scorer '{name}': {exc}",
-            hint="see the scorer's class docstring",
-            code="bad_argument",
-        ) from exc
+    if getattr(scorer, "all_or_nothing", False):
+        return 1.0 if verdict.correct else 0.0
+    return float(verdict.value)

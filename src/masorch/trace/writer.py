@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Protocol
@@ -10,7 +9,7 @@ from typing import IO, Protocol
 from pydantic import ValidationError
 
 from masorch.errors import RunError, UsageError
-from masorch.files import iter_lines
+from masorch.files import iter_jsonl
 from masorch.trace.events import EVENT_ADAPTER, SCHEMA_VERSION, Event
 
 
@@ -117,17 +116,12 @@ def read_trace(path: str | Path) -> list[Event]:
     """Every event of a JSONL trace, typed; a bad line or unknown schema version is a UsageError."""
     p = Path(path)
     events: list[Event] = []
-    for number, line in iter_lines(p, what="trace"):
-        if not line.strip():
-            continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"{p}:{number}: not JSON ({exc.msg})", hint="a trace has one JSON event per line"
-            ) from exc
-        if not isinstance(raw, dict):
-            raise UsageError(f"{p}:{number}: an event must be a JSON object", hint="is this a masorch trace?")
+    for number, raw in iter_jsonl(
+        p,
+        what="trace",
+        item="an event",
+        hint="a trace has one JSON event per line (is this a masorch trace?)",
+    ):
         version = raw.get("schema_version")
         if version != SCHEMA_VERSION:
             raise UsageError(

@@ -18,7 +18,7 @@ from typing import Any
 
 from masorch.errors import UsageError
 from masorch.files import load_yaml_file
-from masorch.score.rewards import DEFAULT_WEIGHTS
+from masorch.train.reward_components import DEFAULT_WEIGHTS
 
 #: The values of ``TrainConfig.precision``.
 PRECISIONS = ("auto", "bf16", "fp32")

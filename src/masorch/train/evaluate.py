@@ -7,7 +7,7 @@ repair (what the model does on its own), executed by the configured sub-agents u
 per-plan budget. Each evaluation is an ordinary eval run directory (``log.jsonl``, ``traces.jsonl``,
 ``report.md``), so ``masorch eval report DIR`` reads it like any other run.
 
-The policy is served in process (:class:`~masorch.train.hf_backend.HFBackend`, one generation at
+The policy is served in process (:class:`~masorch.backends.hf.HFBackend`, one generation at
 a time), so held-out plans queue for it: the per-plan deadline of training therefore bounds each
 sub-agent node here (``node_timeout_s``), not the run, whose clock would start in that queue.
 """

@@ -23,10 +23,10 @@ from masorch.backends.base import Backend
 from masorch.errors import UsageError, require_extra
 from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
-from masorch.score.rewards import CostTarget
 from masorch.train.config import TrainConfig
 from masorch.train.data import Row, build_rows
 from masorch.train.evaluate import EvalSummary, PolicyEval, SharedBackend, evaluate_policy
+from masorch.train.reward_components import CostTarget
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
 
@@ -210,8 +210,8 @@ def train_grpo(
     from datasets import Dataset
     from trl import GRPOTrainer
 
+    from masorch.backends.hf import HFBackend
     from masorch.train.gguf import load_policy, resolve_precision
-    from masorch.train.hf_backend import HFBackend
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from masorch.errors import UsageError
 from masorch.plan import DoM
-from masorch.score.rewards import COMPONENTS, DEFAULT_WEIGHTS, CostTarget, completion_text
+from masorch.train.reward_components import COMPONENTS, DEFAULT_WEIGHTS, CostTarget, completion_text
 from masorch.train.rollout import LoopThread, PlanExecutor, PlanOutcome, RolloutItem, outcome_columns
 
 logger = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ class BatchSummary:
 class PlanRewards:
     """Reward components over executed plans, with one execution per completion per step.
 
-    ``weights`` maps component names (:data:`masorch.score.rewards.COMPONENTS`) to weights; the
+    ``weights`` maps component names (:data:`masorch.train.reward_components.COMPONENTS`) to weights; the
     default is the paper's (correctness only). Components with weight 0 are still computed and
     logged. ``cache_size`` bounds the outcome cache when no trainer state says which step it is.
     """

@@ -14,6 +14,7 @@ dedicated thread and :meth:`PlanExecutor.run_sync` submits a whole group to it.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 import time
@@ -68,12 +69,14 @@ class RolloutItem:
 class PlanOutcome:
     """What executing one sampled plan gave: the columns the reward components read.
 
-    ``status`` is ``invalid_plan`` when the text did not check; ``calls`` and ``tokens`` count
-    sub-agent calls only; ``codes`` are the diagnostic codes (errors and warnings).
+    ``status`` is ``invalid_plan`` when the text did not check; ``reply`` is the sink's whole reply
+    (:attr:`masorch.run.result.RunResult.reply`, what a MASBench scorer grades); ``calls`` and
+    ``tokens`` count sub-agent calls only; ``codes`` are the diagnostic codes (errors and warnings).
     """
 
     status: RunStatus
     answer: str = ""
+    reply: str = ""
     valid: bool = False
     n_agents: int = 0
     calls: int = 0
@@ -83,14 +86,17 @@ class PlanOutcome:
     error: str = ""
 
     def columns(self) -> dict[str, Any]:
-        """This outcome as reward-function columns (``status``, ``answer``, ``calls``, ``tokens``)."""
-        return {"status": self.status, "answer": self.answer, "calls": self.calls, "tokens": self.tokens}
+        """This outcome as reward-function columns (:data:`COLUMNS`)."""
+        return {k: getattr(self, k) for k in COLUMNS}
+
+
+#: The outcome fields the reward components read, as columns.
+COLUMNS = ("status", "answer", "reply", "calls", "tokens")
 
 
 def outcome_columns(outcomes: Sequence[PlanOutcome]) -> dict[str, list[Any]]:
     """The batch of outcomes as column lists, ready to pass as ``**columns`` to a component."""
-    keys = ("status", "answer", "calls", "tokens")
-    return {k: [o.columns()[k] for o in outcomes] for k in keys}
+    return {k: [getattr(o, k) for o in outcomes] for k in COLUMNS}
 
 
 class PlanExecutor:
@@ -139,6 +145,7 @@ class PlanExecutor:
         return PlanOutcome(
             result.status,
             answer=result.answer,
+            reply=dataclasses.replace(result, plan=validated.plan).reply,
             valid=True,
             n_agents=n_agents,
             calls=result.usage.calls,

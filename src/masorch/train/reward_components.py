@@ -8,28 +8,31 @@ are ignored, so one column dict can feed every component.
 * :func:`plan_validity` - 1.0 when the plan parses and validates under the row's DoM, else 0.0;
 * :func:`dom_compliance` - 1.0 when no DoM rule is broken (``dom_*`` diagnostics), else 0.0;
   ``None`` when no plan could be read at all;
-* :func:`answer_correctness` - the scorer's value for the executed plan's answer; 0.0 for an
-  invalid plan or a run that did not finish ``ok`` (the paper's reward);
+* :func:`answer_correctness` - the row's scorer (:mod:`masorch.score`, the contract eval grades
+  with) on the executed plan's reply; 0.0 for an invalid plan or a run that did not finish ``ok``
+  (the paper's reward);
 * :func:`cost_penalty` - 0.0 within the call/token targets, falling linearly to ``-cap`` as the
   larger overshoot ratio grows; ``None`` for a plan that was not executed.
 
-The columns ``status``, ``answer``, ``calls`` and ``tokens`` come from executing the plans
-(:mod:`masorch.train.rollout`); this module never executes anything.
+The columns ``status``, ``answer``, ``reply``, ``calls`` and ``tokens`` come from executing the
+plans (:mod:`masorch.train.rollout`); this module never executes anything. The plans' execution
+and the trainer-facing functions are :class:`masorch.train.rewards.PlanRewards`.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from masorch.agents.signatures import builtin_catalogue
 from masorch.errors import UsageError
 from masorch.plan import DoM, Limits, check
 from masorch.plan.catalogue import KindSignature
 from masorch.plan.parse import DialectChoice
-
-#: ``(prediction, ground_truth, question) -> value in [0, 1]``: how a correctness reward grades.
-AnswerScorer = Callable[[str, str, str], float]
+from masorch.score.registry import get_scorer, reads_reply
+from masorch.score.scorer import AsyncScorer, Scorer, reward_value
 
 
 def completion_text(completion: Any) -> str:
@@ -56,8 +59,6 @@ def _dom(value: str | DoM) -> DoM:
 
 
 def _catalogue() -> Mapping[str, KindSignature]:
-    from masorch.agents.signatures import builtin_catalogue
-
     return builtin_catalogue()
 
 
@@ -122,13 +123,17 @@ def answer_correctness(
     ground_truth: Sequence[str],
     scorer: Sequence[str] | str = "masbench",
     question: Sequence[str] | None = None,
+    reply: Sequence[str] | None = None,
     **_: Any,
 ) -> list[float | None]:
-    """The scorer's value of each executed plan's answer; 0.0 unless the run finished ``ok``.
+    """The row's scorer on each executed plan's reply, as a reward; 0.0 unless the run finished ``ok``.
 
-    ``scorer`` names the grading per row (or one for all): ``masbench`` (integers mod 23, every
-    answer in order), or any scorer of :func:`masorch.score.scorer.get_scorer` (``math``, ``exact``,
-    ``f1``).
+    ``scorer`` names the grading per row (or one for all), any name of
+    :func:`masorch.score.registry.get_scorer` with a sync scorer (``masbench``, ``math``, ``exact``,
+    ``f1``). The scorer grades what eval grades: the sink's whole ``reply`` for ``masbench`` (every
+    box, in order), the extracted ``answer`` otherwise; without a ``reply`` column a bare answer is
+    read as one box. The reward is :func:`masorch.score.scorer.reward_value` of the verdict
+    (``masbench``: all or nothing).
 
     >>> answer_correctness(["p1", "p2", "p3"], status=["ok", "ok", "invalid_plan"],
     ...                    answer=["17", "3", ""], ground_truth=["17", "17", "17"])
@@ -137,17 +142,58 @@ def answer_correctness(
     n = len(completions)
     names = [scorer] * n if isinstance(scorer, str) else list(scorer)
     questions = list(question) if question is not None else [""] * n
-    cache: dict[str, AnswerScorer] = {}
+    replies: list[str | None] = list(reply) if reply is not None else [None] * n
+    scorers: dict[str, Scorer] = {}
     out: list[float | None] = []
-    for st, pred, gold, name, q in zip(status, answer, ground_truth, names, questions, strict=True):
+    for st, pred, full, gold, name, q in zip(
+        status, answer, replies, ground_truth, names, questions, strict=True
+    ):
         if st != "ok":
             out.append(0.0)
             continue
-        grade = cache.get(name)
-        if grade is None:
-            grade = cache[name] = resolve_scorer(name)
-        out.append(float(grade(pred, gold, q)))
+        impl = scorers.get(name)
+        if impl is None:
+            impl = scorers[name] = reward_scorer(name)
+        out.append(grade(impl, pred, gold, q, reply=full))
     return out
+
+
+@dataclass(frozen=True)
+class _Gold:
+    answer: str
+    question: str
+
+
+def reward_scorer(name: str) -> Scorer:
+    """The scorer ``name`` of the registry, as a reward grades with it: sync, math-verify in-thread.
+
+    >>> reward_scorer("masbench").name
+    'masbench'
+    """
+    # In-thread math-verify: no worker processes to leak from a reward called at every step.
+    impl: Scorer | AsyncScorer = get_scorer(name, isolation="thread") if name == "math" else get_scorer(name)
+    if inspect.iscoroutinefunction(impl.score):
+        raise UsageError(
+            f"scorer {name!r} is async", hint="rewards use sync scorers: masbench, math, exact, f1"
+        )
+    return impl  # type: ignore[return-value]  # sync: checked above
+
+
+def grade(
+    scorer: Scorer, answer: str, ground_truth: str, question: str, *, reply: str | None = None
+) -> float:
+    """The reward of one executed plan: ``scorer``'s verdict on what eval grades, as a value in [0, 1].
+
+    >>> grade(reward_scorer("masbench"), "40", "17", "")  # 40 = 17 mod 23; a bare answer is one box
+    1.0
+    """
+    if reply is not None and reads_reply(scorer.name):
+        text = reply
+    elif scorer.name in ("math", "masbench"):
+        text = _boxed(answer)  # sub-agents return the extracted answer ("17"); these scorers read boxes
+    else:
+        text = answer
+    return reward_value(scorer, scorer.score(text, _Gold(ground_truth, question)))
 
 
 @dataclass(frozen=True)
@@ -205,54 +251,7 @@ def cost_penalty(
 
 
 def _boxed(prediction: str) -> str:
-    # Sub-agents return the extracted answer ("17"); the math and MASBench scorers read boxes.
     return prediction if "\\boxed" in prediction else "\\boxed{" + prediction + "}"
-
-
-def _masbench(prediction: str, ground_truth: str, question: str) -> float:
-    from masorch.score.masbench import parse_ground_truth, score_masbench
-
-    return 1.0 if score_masbench(_boxed(prediction), parse_ground_truth(ground_truth)).correct else 0.0
-
-
-@dataclass(frozen=True)
-class _Gold:
-    answer: str
-    question: str
-
-
-def _registry_scorer(name: str) -> AnswerScorer:
-    try:
-        from masorch.score.scorer import get_scorer
-    except ImportError as exc:
-        raise UsageError(
-            f"scorer {name!r} needs masorch.score.scorer, which this build lacks ({exc})",
-            hint="use scorer 'masbench', or a masorch with the eval scorers",
-        ) from None
-    # In-thread math-verify: no worker processes to leak from a reward called at every step.
-    impl = get_scorer(name, isolation="thread") if name == "math" else get_scorer(name)
-    import inspect
-
-    if inspect.iscoroutinefunction(impl.score):
-        raise UsageError(f"scorer {name!r} is async", hint="rewards use sync scorers: math, exact or f1")
-
-    def grade(prediction: str, ground_truth: str, question: str) -> float:
-        text = _boxed(prediction) if name == "math" else prediction
-        result: Any = impl.score(text, _Gold(ground_truth, question))
-        return float(result.value)
-
-    return grade
-
-
-def resolve_scorer(name: str) -> AnswerScorer:
-    """The grading function a scorer name stands for (``masbench`` or a registry scorer).
-
-    >>> resolve_scorer("masbench")("3, 17", "3<<horizon>>17", "")
-    1.0
-    """
-    if name == "masbench":
-        return _masbench
-    return _registry_scorer(name)
 
 
 #: The components by name, in the order they are logged.

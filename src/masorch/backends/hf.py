@@ -1,0 +1,172 @@
+"""A Backend over an in-memory transformers model: drives a policy (or a saved checkpoint) as orchestrator.
+
+Used by the before/after evaluation (the model being trained writes plans through the same
+:func:`masorch.run.orchestrate.orchestrate` path as any other orchestrator), and by the backend
+registry for ``hf:<checkpoint dir>`` model strings (:func:`make_hf_backend`). Generation runs in a
+worker thread, one call at a time (a model object is not safe to share between threads).
+
+torch and transformers load only when a model is loaded or generates (``masorch[train]``), so this
+module imports without them. :func:`load_policy` is also how training loads the policy it trains.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from masorch.backends.base import Completion, FinishReason, GenerateConfig, Message, Usage
+from masorch.errors import BackendError, UsageError, require_extra
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a policy's weights are: a directory (or hub id) and, for GGUF, the file inside it."""
+
+    location: str
+    gguf_file: str | None = None
+
+    @property
+    def is_gguf(self) -> bool:
+        """True when the weights come from a GGUF file."""
+        return self.gguf_file is not None
+
+
+def resolve_model(spec: str, models_dir: Path | None = None) -> ModelSource:
+    """Where ``spec`` points: ``local:<embedded name>``, a ``.gguf`` path or a model directory.
+
+    >>> resolve_model("/models/x.gguf")
+    ModelSource(location='/models', gguf_file='x.gguf')
+    >>> resolve_model("runs/grpo/final")
+    ModelSource(location='runs/grpo/final', gguf_file=None)
+    """
+    rest = spec.removeprefix("local:")
+    if rest.endswith(".gguf"):
+        p = Path(rest).expanduser()
+        return ModelSource(str(p.parent), p.name)
+    if spec.startswith("local:"):
+        from masorch.backends.models import ModelStore
+
+        path = ModelStore(models_dir).path(rest)  # a UsageError naming `masorch models pull` if absent
+        return ModelSource(str(path.parent), path.name)
+    return ModelSource(spec)
+
+
+def clear_quantizer_marker(model: Any) -> None:
+    """Mark a GGUF-loaded (already dequantised) model as plain float weights, so it can be trained."""
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+
+
+class HFBackend:
+    """Chat completions from a transformers causal LM and its tokenizer (chat template applied)."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, name: str = "policy") -> None:
+        self._model = model
+        self._tokenizer = tokenizer
+        self._name = name
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        """``hf:<name>``."""
+        return f"hf:{self._name}"
+
+    async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
+        """One completion (greedy at temperature 0, else sampled); json_schema, tools, grammar ignored."""
+        t0 = time.monotonic()
+        text, n_prompt, n_out, finish = await asyncio.to_thread(self._generate, messages, config)
+        return Completion(
+            text=text,
+            usage=Usage(n_prompt, n_out, 1),
+            finish=finish,
+            model=self.model_id,
+            latency_s=time.monotonic() - t0,
+        )
+
+    def _generate(
+        self, messages: Sequence[Message], config: GenerateConfig
+    ) -> tuple[str, int, int, FinishReason]:
+        import torch
+
+        tok = self._tokenizer
+        chat = [{"role": m.role, "content": m.content} for m in messages]
+        ids = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        input_ids = ids["input_ids"].to(self._model.device)
+        sample = config.temperature > 0
+        kwargs: dict[str, Any] = {"max_new_tokens": config.max_tokens, "do_sample": sample}
+        if sample:
+            kwargs |= {"temperature": config.temperature, "top_p": config.top_p}
+        with self._lock:
+            try:
+                if config.seed is not None:
+                    torch.manual_seed(config.seed)
+                with torch.no_grad():
+                    out = self._model.generate(
+                        input_ids,
+                        attention_mask=ids["attention_mask"].to(self._model.device),
+                        pad_token_id=tok.pad_token_id,
+                        **kwargs,
+                    )
+            except (RuntimeError, ValueError) as exc:
+                raise BackendError(
+                    f"{self.model_id}: generation failed: {exc}", hint="check the model"
+                ) from exc
+        new = out[0, input_ids.shape[1] :]
+        text = tok.decode(new, skip_special_tokens=True)
+        finish: FinishReason = "length" if len(new) >= config.max_tokens else "stop"
+        return text, int(input_ids.shape[1]), len(new), finish
+
+    async def aclose(self) -> None:
+        """Nothing to release (the model belongs to the caller)."""
+        return None
+
+
+def make_hf_backend(spec: str) -> HFBackend:
+    """The backend of an ``hf:<checkpoint dir>`` model string: the checkpoint loaded with transformers."""
+    path = spec.removeprefix("hf:")
+    model, tokenizer = load_policy(path)
+    model.eval()
+    return HFBackend(model, tokenizer, name=str(Path(path)))
+
+
+def load_policy(spec: str, *, models_dir: Path | None = None, dtype: str = "fp32") -> tuple[Any, Any]:
+    """The model (weights in ``dtype``: fp32 or bf16) and tokenizer of ``spec``."""
+    require_extra("torch", "train")
+    require_extra("transformers", "train")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if dtype not in ("fp32", "bf16"):
+        raise UsageError(f"unknown dtype {dtype!r}", hint="fp32 or bf16")
+    torch_dtype = torch.bfloat16 if dtype == "bf16" else torch.float32
+    src = resolve_model(spec, models_dir)
+    kwargs: dict[str, Any] = {"gguf_file": src.gguf_file} if src.is_gguf else {}
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(src.location, **kwargs)
+        # A GGUF file is loaded as float32, then cast: loaded straight into bf16, transformers warns
+        # (wrongly: the weights are dequantised to plain tensors either way) that it stays packed.
+        load_dtype = torch.float32 if src.is_gguf else torch_dtype
+        model = AutoModelForCausalLM.from_pretrained(src.location, dtype=load_dtype, **kwargs)
+    except OSError as exc:
+        raise UsageError(
+            f"cannot load the model {spec!r}: {exc}",
+            hint="give local:<embedded name>, a .gguf file or a Hugging Face model directory",
+        ) from None
+    if src.is_gguf:
+        clear_quantizer_marker(model)
+    if load_dtype is not torch_dtype:
+        model = model.to(torch_dtype)  # type: ignore[arg-type]  # transformers types .to narrowly
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    logger.info("loaded policy %s (%s)", spec, type(model).__name__)
+    return model, tokenizer

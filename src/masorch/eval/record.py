@@ -1,0 +1,69 @@
+"""The record of one finished sample in a run log: typed, versioned, the same JSON field names as ever.
+
+:class:`EvalRecord` is built in one place for a scored run and for a harness failure, written as one
+``log.jsonl`` line by :meth:`EvalRecord.to_json`, and read back (old logs included: a line without
+``version`` has the layout of version 1) by :meth:`EvalRecord.from_json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The layout of a sample record; a line written before the field existed has this layout too.
+RECORD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One system on one sample: what it answered, how it was graded, what it spent, where it ran.
+
+    ``status`` is the run's status (``ok``, ``error``, ``timeout``, ``budget``, ``invalid_plan``) or
+    ``failed`` when the harness could not run or grade it; ``correct``/``score``/``details`` are the
+    scorer's verdict (False/0.0/{} without one). ``axis``/``value`` are MASBench's (None elsewhere).
+
+    >>> r = EvalRecord(key="s|d|1", system="s", dataset="d", sample_id="1", status="ok", gold="4")
+    >>> EvalRecord.from_json({**r.to_json(), "type": "sample"}) == r
+    True
+    >>> "version" in r.to_json() and EvalRecord.from_json({"key": "k"}).version
+    1
+    """
+
+    key: str
+    system: str = ""
+    dataset: str = ""
+    sample_id: str = ""
+    axis: str | None = None
+    value: int | None = None
+    status: str = ""
+    answer: str = ""
+    gold: str = ""
+    correct: bool = False
+    score: float = 0.0
+    details: Mapping[str, Any] = field(default_factory=dict)
+    error: str = ""
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    wall_s: float = 0.0
+    trace_id: str = ""
+    plan_kinds: list[str] = field(default_factory=list)
+    worker: str = ""
+    finished_at: float = field(default_factory=time.time)
+    version: int = RECORD_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object (the ``log.jsonl`` field names)."""
+        out = dataclasses.asdict(self)
+        out["details"] = dict(self.details)
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> EvalRecord:
+        """A record from a log line; fields it does not know (``type``) are left out."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

@@ -1,0 +1,142 @@
+"""The numbers of a report: per-cell accuracy with bootstrap intervals, usage means, paired differences.
+
+:func:`summarize` turns log records into a :class:`Summary`; :mod:`masorch.eval.report` renders it
+as markdown and :mod:`masorch.eval.plots` as figures.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from masorch.eval.metrics import ALPHA, N_BOOT, Interval, bootstrap_mean, mean, paired_difference
+
+
+@dataclass(frozen=True)
+class CellStats:
+    """One system on one table cell (a dataset, or one axis value of it)."""
+
+    system: str
+    dataset: str
+    value: int | None
+    accuracy: Interval
+    score: float
+    calls: float
+    tokens: float
+    cost: float
+    wall_s: float
+    statuses: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        """Samples finished."""
+        return self.accuracy.n
+
+    @property
+    def not_ok(self) -> int:
+        """Samples whose run did not end ok (error, timeout, budget, invalid_plan, failed)."""
+        return sum(c for s, c in self.statuses.items() if s != "ok")
+
+
+@dataclass(frozen=True)
+class PairedStats:
+    """A MAS system minus the best SAS system on the samples both finished in one cell."""
+
+    dataset: str
+    value: int | None
+    mas: str
+    sas: str
+    diff: Interval
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Everything the report shows: cell statistics, paired differences, expected sample counts."""
+
+    systems: tuple[str, ...]
+    datasets: tuple[str, ...]
+    cells: tuple[CellStats, ...]
+    paired: tuple[PairedStats, ...]
+    expected: Mapping[str, int]
+    axes: Mapping[str, str]
+
+    def cell(self, system: str, dataset: str, value: int | None = None) -> CellStats | None:
+        """The statistics of one cell, or None when it has no samples."""
+        return next(
+            (c for c in self.cells if (c.system, c.dataset, c.value) == (system, dataset, value)), None
+        )
+
+
+def _cell(
+    system: str, dataset: str, value: int | None, recs: Sequence[Mapping[str, Any]], **kw: Any
+) -> CellStats:
+    correct = [1.0 if r.get("correct") else 0.0 for r in recs]
+    return CellStats(
+        system=system,
+        dataset=dataset,
+        value=value,
+        accuracy=bootstrap_mean(correct, **kw),
+        score=mean([float(r.get("score") or 0.0) for r in recs]),
+        calls=mean([float(r.get("calls") or 0) for r in recs]),
+        tokens=mean([float((r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)) for r in recs]),
+        cost=mean([float(r.get("cost") or 0.0) for r in recs]),
+        wall_s=mean([float(r.get("wall_s") or 0.0) for r in recs]),
+        statuses=dict(Counter(str(r.get("status")) for r in recs)),
+    )
+
+
+def summarize(
+    header: Mapping[str, Any],
+    records: Sequence[Mapping[str, Any]],
+    *,
+    n_boot: int = N_BOOT,
+    alpha: float = ALPHA,
+    seed: int = 0,
+) -> Summary:
+    """The statistics of a run's records (last record per key) under its header."""
+    kw: dict[str, Any] = {"n_boot": n_boot, "alpha": alpha, "seed": seed}
+    # Records arrive in finish order, which varies between runs (and between local and Ray): sort
+    # them so that the bootstrap sees the same sequence, and the report is a function of the content.
+    records = sorted(records, key=lambda r: (str(r["dataset"]), str(r["sample_id"]), str(r["system"])))
+    systems = [s["name"] for s in header.get("systems", [])]
+    modes = {s["name"]: s.get("mode") for s in header.get("systems", [])}
+    datasets = [d["name"] for d in header.get("datasets", [])]
+    for r in records:  # records of systems or datasets the header does not list still show up
+        if r["system"] not in systems:
+            systems.append(r["system"])
+        if r["dataset"] not in datasets:
+            datasets.append(r["dataset"])
+    groups: dict[tuple[str, str, int | None], list[Mapping[str, Any]]] = {}
+    axes: dict[str, str] = {}
+    for r in records:
+        groups.setdefault((r["system"], r["dataset"], None), []).append(r)
+        if r.get("axis") is not None and r.get("value") is not None:
+            axes[r["dataset"]] = str(r["axis"]) if axes.get(r["dataset"], r["axis"]) == r["axis"] else "mixed"
+            groups.setdefault((r["system"], r["dataset"], int(r["value"])), []).append(r)
+    cells = [_cell(s, d, v, recs, **kw) for (s, d, v), recs in groups.items()]
+    cells.sort(key=lambda c: (datasets.index(c.dataset), c.value or -1, systems.index(c.system)))
+    paired = []
+    for dataset in datasets:
+        values = sorted({c.value for c in cells if c.dataset == dataset and c.value is not None})
+        for value in [None, *values]:
+            here = [c for c in cells if c.dataset == dataset and c.value == value]
+            sas = [c for c in here if modes.get(c.system) == "sas"]
+            if not sas:
+                continue
+            best = max(sas, key=lambda c: (c.accuracy.mean, -systems.index(c.system)))
+            for c in here:
+                if modes.get(c.system) != "mas":
+                    continue
+                a = {r["sample_id"]: r for r in groups[(c.system, dataset, value)]}
+                b = {r["sample_id"]: r for r in groups[(best.system, dataset, value)]}
+                shared = [k for k in a if k in b]
+                diff = paired_difference(
+                    [1.0 if a[k].get("correct") else 0.0 for k in shared],
+                    [1.0 if b[k].get("correct") else 0.0 for k in shared],
+                    **kw,
+                )
+                paired.append(PairedStats(dataset, value, c.system, best.system, diff))
+    expected = {d["name"]: int(d.get("n", 0)) for d in header.get("datasets", [])}
+    return Summary(tuple(systems), tuple(datasets), tuple(cells), tuple(paired), expected, axes)

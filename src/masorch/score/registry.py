@@ -1,0 +1,97 @@
+"""The scorers by name: ``masbench``, ``math``, ``exact``, ``f1``, ``llm_judge``.
+
+Each name builds a scorer of the :mod:`masorch.score.scorer` contract; eval datasets and training
+rows name their scorer, so both grade with the same object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from masorch.errors import UsageError
+from masorch.score.scorer import AsyncScorer, Scorer
+
+
+def _masbench(**kwargs: Any) -> Scorer:
+    from masorch.score.masbench import MasbenchScorer
+
+    return MasbenchScorer(**kwargs)
+
+
+def _math(**kwargs: Any) -> Scorer:
+    from masorch.score.math import MathScorer
+
+    return MathScorer(**kwargs)
+
+
+def _exact(**kwargs: Any) -> Scorer:
+    from masorch.score.qa import ExactMatchScorer
+
+    return ExactMatchScorer(**kwargs)
+
+
+def _f1(**kwargs: Any) -> Scorer:
+    from masorch.score.qa import F1Scorer
+
+    return F1Scorer(**kwargs)
+
+
+def _llm_judge(**kwargs: Any) -> AsyncScorer:
+    from masorch.score.llm_judge import LLMJudgeScorer
+
+    if isinstance(kwargs.get("model"), str):
+        # A model string travels (to Ray workers); the backend is built in the process that scores.
+        from masorch.backends.registry import make_backend
+
+        backend = make_backend(kwargs.pop("model"))
+        kwargs["backend"] = backend
+    return LLMJudgeScorer(**kwargs)
+
+
+SCORERS: Mapping[str, Callable[..., Scorer | AsyncScorer]] = MappingProxyType(
+    {"masbench": _masbench, "math": _math, "exact": _exact, "f1": _f1, "llm_judge": _llm_judge}
+)
+
+
+def get_scorer(name: str, **options: Any) -> Scorer | AsyncScorer:
+    """A new scorer by registry name (:data:`SCORERS`) built with ``options``.
+
+    ``llm_judge`` takes a ``backend``, or a ``model`` string built into one here.
+
+    >>> get_scorer("exact").score("The Beatles", type("S", (), {"answer": "beatles"})()).correct
+    True
+    """
+    try:
+        factory = SCORERS[name]
+    except KeyError:
+        raise UsageError(
+            f"unknown scorer '{name}'", hint=f"choose one of: {', '.join(SCORERS)}", code="unknown_scorer"
+        ) from None
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise UsageError(
+            f"bad options for scorer '{name}': {exc}",
+            hint="see the scorer's class docstring",
+            code="bad_argument",
+        ) from exc
+
+
+def scorer_names() -> tuple[str, ...]:
+    """Every scorer name :func:`get_scorer` knows."""
+    return tuple(SCORERS)
+
+
+#: The scorers that grade the sink node's whole reply (every box) rather than the extracted answer.
+REPLY_SCORERS = frozenset({"masbench"})
+
+
+def reads_reply(name: str) -> bool:
+    """True when the scorer ``name`` grades the sink's whole reply (eval and training both ask this).
+
+    >>> reads_reply("masbench"), reads_reply("math")
+    (True, False)
+    """
+    return name in REPLY_SCORERS
