@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from masorch.masbench.templates import canonical_sketch, template_hash
 from masorch.masbench.world import World
 
 MOD = 23
@@ -94,6 +94,7 @@ class Problem:
     distractors: list[tuple[Q, Expr]] = field(default_factory=list)
     values: dict[Q, int] = field(default_factory=dict)
     _sketch: str | None = field(default=None, repr=False)
+    _template: tuple[str, int] | None = field(default=None, repr=False)
     _deps: dict[Q, tuple[Q, ...]] | None = field(default=None, repr=False)
 
     def deps(self, q: Q) -> tuple[Q, ...]:
@@ -217,13 +218,20 @@ class Problem:
         """Forget cached values and sketch after the steps changed."""
         self.values = {}
         self._sketch = None
+        self._template = None
         self._deps = None
 
     def sketch(self) -> str:
-        """The name- and number-free sketch of the solution (the template, for split hashing)."""
+        """The name- and number-free sketch of the solution in canonical form (see ``templates.py``)."""
         if self._sketch is None:
-            self._sketch = self._make_sketch()
+            self._sketch = canonical_sketch(self._make_sketch())
         return self._sketch
+
+    def template(self) -> tuple[str, int]:
+        """The canonical template hash of the sketch and its split bucket (0..22)."""
+        if self._template is None:
+            self._template = template_hash(self._make_sketch())
+        return self._template
 
     def _make_sketch(self) -> str:
         index: dict[Q, str] = {}
@@ -242,12 +250,6 @@ class Problem:
             else:
                 parts.append(f"{kind} {index[q]} = {expr.combine}[{expr.mod}]({','.join(ins)};0)")
         return "; ".join(parts)
-
-
-def sketch_hash(sketch: str) -> tuple[str, int]:
-    """The sha256 hex digest of a sketch and its bucket (digest mod 23)."""
-    digest = hashlib.sha256(sketch.encode("utf-8")).hexdigest()
-    return digest, int(digest, 16) % MOD
 
 
 def abstract_terms(world: World, q: Q) -> list[tuple[Q, Q | None]]:
