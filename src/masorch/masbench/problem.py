@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from masorch.masbench.templates import canonical_sketch, template_hash
+from masorch.masbench.templates import ShapeNode, shape_hash, shape_sketch
 from masorch.masbench.world import World
 
 MOD = 23
@@ -224,32 +225,25 @@ class Problem:
     def sketch(self) -> str:
         """The name- and number-free sketch of the solution in canonical form (see ``templates.py``)."""
         if self._sketch is None:
-            self._sketch = canonical_sketch(self._make_sketch())
+            self._sketch, digest, bucket = shape_sketch(self._shape(), self.query)
+            self._template = (digest, bucket)
         return self._sketch
 
     def template(self) -> tuple[str, int]:
         """The canonical template hash of the sketch and its split bucket (0..22)."""
         if self._template is None:
-            self._template = template_hash(self._make_sketch())
+            self._template = shape_hash(self._shape(), self.query)  # for every candidate: no text
         return self._template
 
-    def _make_sketch(self) -> str:
-        index: dict[Q, str] = {}
-        parts = []
+    def _shape(self) -> dict[Hashable, ShapeNode]:
+        """The graph a sketch writes: ``Inst``/``Inter`` quantities, no numbers, references as ``Ans``."""
+        nodes: dict[Hashable, ShapeNode] = {}
         deps = self.dep_map()
         for q, expr in self.steps:
-            index[q] = f"v{len(index) + 1}"
-            kind = "Inter" if q.kind == "abs" else "Inst"
-            ins = []
-            for d in deps[q]:
-                if d not in index:
-                    index[d] = "Ans" if d.kind == "ans" else f"v{len(index) + 1}"
-                ins.append(index[d])
-            if expr is None:
-                parts.append(f"{kind} {index[q]} = total({','.join(ins)})")
-            else:
-                parts.append(f"{kind} {index[q]} = {expr.combine}[{expr.mod}]({','.join(ins)};0)")
-        return "; ".join(parts)
+            ins = tuple("Ans" if d.kind == "ans" else d for d in deps[q])
+            op = "total" if expr is None else f"{expr.combine}[{expr.mod}]"
+            nodes[q] = ShapeNode("Inter" if q.kind == "abs" else "Inst", op, ins)
+        return nodes
 
 
 def abstract_terms(world: World, q: Q) -> list[tuple[Q, Q | None]]:

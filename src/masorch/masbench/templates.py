@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 MOD = 23
@@ -29,14 +30,16 @@ class SketchError(ValueError):
 
 
 @dataclass(frozen=True)
-class _Node:
-    kind: str  # Inst | Inter
-    op: str  # total, or combine[mod]
-    inputs: tuple[str, ...]
+class ShapeNode:
+    """One quantity of a sketch: ``Inst``/``Inter``, its operation, its operands (``"Ans"``: a reference)."""
+
+    kind: str
+    op: str  # "total", or "<combine>[<mod>]"
+    inputs: tuple[Hashable, ...]
 
 
-def _parse(sketch: str) -> tuple[dict[str, _Node], str]:
-    nodes: dict[str, _Node] = {}
+def _parse(sketch: str) -> tuple[dict[Hashable, ShapeNode], Hashable]:
+    nodes: dict[Hashable, ShapeNode] = {}
     last = ""
     for part in sketch.split("; "):
         m = _PART.fullmatch(part)
@@ -53,16 +56,16 @@ def _parse(sketch: str) -> tuple[dict[str, _Node], str]:
                 raise SketchError(f"{var} uses {a} before it is defined")
         if var in nodes:
             raise SketchError(f"{var} is defined twice")
-        nodes[var] = _Node(kind, op, inputs)
+        nodes[var] = ShapeNode(kind, op, inputs)
         last = var
     if not nodes:
         raise SketchError("the sketch is empty")
     return nodes, last
 
 
-def _terms(nodes: dict[str, _Node], node: _Node) -> list[tuple[str, ...]]:
+def _terms(nodes: dict[Hashable, ShapeNode], node: ShapeNode) -> list[tuple[Hashable, ...]]:
     """A total's operands grouped as terms: a count, optionally followed by a deeper total it multiplies."""
-    terms: list[tuple[str, ...]] = []
+    terms: list[tuple[Hashable, ...]] = []
     for a in node.inputs:
         if a != "Ans" and nodes[a].kind == "Inter" and terms:
             terms[-1] = (*terms[-1], a)
@@ -76,19 +79,19 @@ def _sha(text: str) -> str:
 
 
 class _Shape:
-    def __init__(self, sketch: str) -> None:
-        self.nodes, self.query = _parse(sketch)
-        self.digests: dict[str, str] = {"Ans": "Ans"}
+    def __init__(self, nodes: dict[Hashable, ShapeNode], query: Hashable) -> None:
+        self.nodes, self.query = nodes, query
+        self.digests: dict[Hashable, str] = {"Ans": "Ans"}
         for var, node in self.nodes.items():  # solution order: operands come first
             self.digests[var] = _sha(f"{node.kind} {node.op}({','.join(self._operand_digests(node))})")
 
-    def _operand_digests(self, node: _Node) -> list[str]:
+    def _operand_digests(self, node: ShapeNode) -> list[str]:
         if node.op == "total":
             return sorted("*".join(self.digests[a] for a in t) for t in _terms(self.nodes, node))
         ds = [self.digests[a] for a in node.inputs]
         return sorted(ds) if node.op.startswith("sum[") else ds
 
-    def ordered_inputs(self, node: _Node) -> list[str]:
+    def ordered_inputs(self, node: ShapeNode) -> list[Hashable]:
         """The operands in canonical order (digest order where the operation is commutative)."""
         if node.op == "total":
             terms = _terms(self.nodes, node)
@@ -108,10 +111,13 @@ def canonical_sketch(sketch: str) -> str:
     >>> c == canonical_sketch(b), canonical_sketch(c) == c
     (True, True)
     """
-    shape = _Shape(sketch)
-    names: dict[str, str] = {"Ans": "Ans"}
+    return _emit(_Shape(*_parse(sketch)))
+
+
+def _emit(shape: _Shape) -> str:
+    names: dict[Hashable, str] = {"Ans": "Ans"}
     parts: list[str] = []
-    stack: list[tuple[str, bool]] = [(shape.query, False)]
+    stack: list[tuple[Hashable, bool]] = [(shape.query, False)]
     while stack:  # post-order without recursion: depth-12 sketches with reuse stay shallow anyway
         var, expanded = stack.pop()
         if var in names:
@@ -138,6 +144,17 @@ def template_hash(sketch: str) -> tuple[str, int]:
     >>> a == template_hash("Inst v1 = one[plus](Ans;0); Inst v2 = const[](;0); Inst v3 = diff[](v2,v1;0)")
     True
     """
-    shape = _Shape(sketch)
-    digest = shape.digests[shape.query]
+    return shape_hash(*_parse(sketch))
+
+
+def shape_hash(nodes: dict[Hashable, ShapeNode], query: Hashable) -> tuple[str, int]:
+    """:func:`template_hash` of a graph given directly (nodes in solution order), without a sketch text."""
+    digest = _Shape(nodes, query).digests[query]
     return digest, int(digest, 16) % MOD
+
+
+def shape_sketch(nodes: dict[Hashable, ShapeNode], query: Hashable) -> tuple[str, str, int]:
+    """The canonical sketch, template hash and bucket of a graph given directly (one pass for both)."""
+    shape = _Shape(nodes, query)
+    digest = shape.digests[query]
+    return _emit(shape), digest, int(digest, 16) % MOD
