@@ -34,6 +34,7 @@ from masorch.eval.environment import (
     sas_plan,
 )
 from masorch.eval.log import HARNESS_FAILED, RunLog, sample_key
+from masorch.eval.scoring import MASBENCH_SCORERS
 from masorch.eval.sources import DataSource
 from masorch.eval.systems import SystemSpec
 from masorch.plan import DoM
@@ -179,7 +180,7 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         status, error = result.status, result.error
         if result.ok:
             scorer = env.scorer(item.scorer)
-            prediction = full_reply(result) if item.scorer == "masbench" else result.answer
+            prediction = full_reply(result) if item.scorer in MASBENCH_SCORERS else result.answer
             verdict = await score_async(scorer, prediction, sample)
     except Exception as exc:  # a harness failure is recorded as this sample's status, and counted
         logger.warning("sample %s failed: %s: %s", item.key, type(exc).__name__, exc)

@@ -32,6 +32,10 @@ class ScoredSample(Protocol):
         ...
 
 
+MASBENCH_SCORERS = ("masbench", "masbench_final")
+"""The MASBench gradings: every answer in order, or (the paper's) only the final one."""
+
+
 class MasbenchScorer:
     """:func:`masorch.score.masbench.score_masbench` as a harness scorer over MASBench samples.
 
@@ -47,9 +51,13 @@ class MasbenchScorer:
     True
     """
 
-    name = "masbench"
     #: Pure and fast: the harness calls it on the event loop instead of in a worker thread.
     inline = True
+
+    def __init__(self, final_only: bool = False) -> None:
+        #: ``masbench_final``: the paper's grading, only the last box against the last answer.
+        self.final_only = final_only
+        self.name = "masbench_final" if final_only else "masbench"
 
     def score(self, prediction: str, sample: ScoredSample) -> Score:
         """The verdict on ``prediction`` for a MASBench sample."""
@@ -57,7 +65,8 @@ class MasbenchScorer:
 
         answers = sample.meta.get("answers") or parse_ground_truth(sample.answer)
         decoys = sample.meta.get("decoys") or None
-        result = score_masbench(prediction, answers, decoys, sample.meta.get("attacked_answers"))
+        attacked = sample.meta.get("attacked_answers")
+        result = score_masbench(prediction, answers, decoys, attacked, final_only=self.final_only)
         return Score(
             correct=result.correct,
             value=result.position_accuracy,
@@ -72,16 +81,16 @@ class MasbenchScorer:
 
 
 def scorer_names() -> tuple[str, ...]:
-    """Every scorer name :func:`make_scorer` knows: ``masbench`` and the :mod:`masorch.score` registry."""
+    """Every scorer name :func:`make_scorer` knows: ``masbench``, ``masbench_final`` and the registry's."""
     from masorch.score.scorer import SCORERS
 
-    return ("masbench", *SCORERS)
+    return (*MASBENCH_SCORERS, *SCORERS)
 
 
 def make_scorer(name: str, **options: Any) -> Any:
     """A scorer by name: ``masbench`` (here) or any name of the :mod:`masorch.score` registry."""
-    if name == "masbench":
-        return MasbenchScorer()
+    if name in MASBENCH_SCORERS:
+        return MasbenchScorer(final_only=name == "masbench_final")
     if name == "llm_judge" and isinstance(options.get("model"), str):
         # A model string travels to Ray workers; the backend is built in the process that scores.
         from masorch.backends.registry import make_backend
