@@ -7,7 +7,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from masorch.masbench.templates import ShapeNode, shape_hash, shape_sketch
+from masorch.masbench.templates import Shape, ShapeNode
 from masorch.masbench.world import World
 
 MOD = 23
@@ -95,7 +95,7 @@ class Problem:
     distractors: list[tuple[Q, Expr]] = field(default_factory=list)
     values: dict[Q, int] = field(default_factory=dict)
     _sketch: str | None = field(default=None, repr=False)
-    _template: tuple[str, int] | None = field(default=None, repr=False)
+    _shape: Shape | None = field(default=None, repr=False)
     _deps: dict[Q, tuple[Q, ...]] | None = field(default=None, repr=False)
 
     def deps(self, q: Q) -> tuple[Q, ...]:
@@ -219,23 +219,26 @@ class Problem:
         """Forget cached values and sketch after the steps changed."""
         self.values = {}
         self._sketch = None
-        self._template = None
+        self._shape = None
         self._deps = None
 
     def sketch(self) -> str:
         """The name- and number-free sketch of the solution in canonical form (see ``templates.py``)."""
         if self._sketch is None:
-            self._sketch, digest, bucket = shape_sketch(self._shape(), self.query)
-            self._template = (digest, bucket)
+            self._sketch = self.shape().sketch()
         return self._sketch
 
     def template(self) -> tuple[str, int]:
         """The canonical template hash of the sketch and its split bucket (0..22)."""
-        if self._template is None:
-            self._template = shape_hash(self._shape(), self.query)  # for every candidate: no text
-        return self._template
+        return self.shape().template()
 
-    def _shape(self) -> dict[Hashable, ShapeNode]:
+    def shape(self) -> Shape:
+        """The template graph with its digests (built once per drawing of the operations)."""
+        if self._shape is None:
+            self._shape = Shape(self._shape_nodes(), self.query)
+        return self._shape
+
+    def _shape_nodes(self) -> dict[Hashable, ShapeNode]:
         """The graph a sketch writes: ``Inst``/``Inter`` quantities, no numbers, references as ``Ans``."""
         nodes: dict[Hashable, ShapeNode] = {}
         deps = self.dep_map()

@@ -78,7 +78,9 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-class _Shape:
+class Shape:
+    """A sketch's graph with the digest of every node; :meth:`template` and :meth:`sketch` read it."""
+
     def __init__(self, nodes: dict[Hashable, ShapeNode], query: Hashable) -> None:
         self.nodes, self.query = nodes, query
         self.digests: dict[Hashable, str] = {"Ans": "Ans"}
@@ -90,6 +92,15 @@ class _Shape:
             return sorted("*".join(self.digests[a] for a in t) for t in _terms(self.nodes, node))
         ds = [self.digests[a] for a in node.inputs]
         return sorted(ds) if node.op.startswith("sum[") else ds
+
+    def template(self) -> tuple[str, int]:
+        """The template hash (the query's digest) and its bucket (mod 23)."""
+        digest = self.digests[self.query]
+        return digest, int(digest, 16) % MOD
+
+    def sketch(self) -> str:
+        """The canonical sketch text."""
+        return _emit(self)
 
     def ordered_inputs(self, node: ShapeNode) -> list[Hashable]:
         """The operands in canonical order (digest order where the operation is commutative)."""
@@ -111,10 +122,10 @@ def canonical_sketch(sketch: str) -> str:
     >>> c == canonical_sketch(b), canonical_sketch(c) == c
     (True, True)
     """
-    return _emit(_Shape(*_parse(sketch)))
+    return _emit(Shape(*_parse(sketch)))
 
 
-def _emit(shape: _Shape) -> str:
+def _emit(shape: Shape) -> str:
     names: dict[Hashable, str] = {"Ans": "Ans"}
     parts: list[str] = []
     stack: list[tuple[Hashable, bool]] = [(shape.query, False)]
@@ -144,17 +155,4 @@ def template_hash(sketch: str) -> tuple[str, int]:
     >>> a == template_hash("Inst v1 = one[plus](Ans;0); Inst v2 = const[](;0); Inst v3 = diff[](v2,v1;0)")
     True
     """
-    return shape_hash(*_parse(sketch))
-
-
-def shape_hash(nodes: dict[Hashable, ShapeNode], query: Hashable) -> tuple[str, int]:
-    """:func:`template_hash` of a graph given directly (nodes in solution order), without a sketch text."""
-    digest = _Shape(nodes, query).digests[query]
-    return digest, int(digest, 16) % MOD
-
-
-def shape_sketch(nodes: dict[Hashable, ShapeNode], query: Hashable) -> tuple[str, str, int]:
-    """The canonical sketch, template hash and bucket of a graph given directly (one pass for both)."""
-    shape = _Shape(nodes, query)
-    digest = shape.digests[query]
-    return _emit(shape), digest, int(digest, 16) % MOD
+    return Shape(*_parse(sketch)).template()
