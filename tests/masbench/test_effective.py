@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 import pytest
 
 from masorch.masbench.axes import generate_instance
@@ -62,6 +65,21 @@ def test_check_reports_a_canonical_shape_shared_across_splits():
     planted = dict(test, subtasks=[sub])
     problems = check_records([train, planted]).problems
     assert any("canonical template shape" in p and "both train and test" in p for p in problems)
+
+
+def test_check_finds_the_train_shape_in_test_with_its_sum_operands_swapped():
+    made = (generate_instance("depth", 3, split="train", seed=6, index=i) for i in range(40))
+    train = next(r for r in made if "sum[" in r["subtasks"][0]["sketch"])
+    sketch = train["subtasks"][0]["sketch"]
+    swapped = re.sub(r"sum\[(\w*)\]\((v\d+),(v\d+);0\)", r"sum[\1](\3,\2;0)", sketch, count=1)
+    assert swapped != sketch and template_hash(swapped) == template_hash(sketch)
+    # A hash of the written sketch text (generator 1.0) would have split these two apart.
+    assert hashlib.sha256(swapped.encode()).hexdigest() != hashlib.sha256(sketch.encode()).hexdigest()
+    test = generate_instance("depth", 3, split="test", seed=6, index=0)
+    planted = dict(test, subtasks=[dict(test["subtasks"][0], sketch=swapped)])
+    problems = check_records([train, planted]).problems
+    assert any("both train and test" in p for p in problems)
+    assert any("not in canonical form" in p for p in problems)
 
 
 def test_cancelling_paths_shorten_the_effective_depth():
