@@ -52,3 +52,29 @@ def test_parsers_and_reward_functions():
     assert compute_score("masbench/depth", r"\boxed{5}", "4") == 0.0
     chat = [[{"role": "assistant", "content": r"\boxed{27}"}], r"\boxed{3}"]
     assert masbench_reward(chat, ["4", "5"]) == [1.0, 0.0]
+
+
+def test_final_only_grades_the_last_answer_like_the_paper():
+    rec = generate_instance("parallel", 3, split="train", seed=0, index=0)
+    wrong_first = [(rec["answers"][0] + 1) % 23, *rec["answers"][1:]]
+    text = " ".join(f"\\boxed{{{a}}}" for a in wrong_first)
+    assert not score_record(text, rec).correct
+    s = score_record(text, rec, final_only=True)
+    assert s.correct and s.per_position == (True,) and s.attack_followed is None
+    assert score_masbench(rf"\boxed{{{rec['answers'][-1]}}}", rec["answers"], final_only=True).correct
+    assert score_masbench(r"\boxed{1<<horizon>>2}", [5, 2], final_only=True).correct
+    assert not score_masbench("no box", [5, 2], final_only=True).correct
+
+
+def test_eval_offers_the_final_only_grading_as_masbench_final():
+    from types import SimpleNamespace
+
+    from masorch.score.registry import get_scorer, reads_reply, scorer_names
+
+    assert {"masbench", "masbench_final"} <= set(scorer_names())
+    assert reads_reply("masbench_final")
+    sample = SimpleNamespace(answer="3<<horizon>>5", question="", meta={"answers": [3, 5]})
+    full, final = get_scorer("masbench"), get_scorer("masbench_final")
+    assert (full.name, final.name) == ("masbench", "masbench_final")
+    assert not full.score(r"\boxed{4} \boxed{5}", sample).correct
+    assert final.score(r"\boxed{4} \boxed{5}", sample).correct

@@ -68,7 +68,7 @@ def test_extract_short_answer_takes_the_last_answer_line():
 
 
 def test_registry():
-    assert set(SCORERS) == {"masbench", "math", "exact", "f1", "llm_judge"}
+    assert set(SCORERS) == {"masbench", "masbench_final", "math", "exact", "f1", "llm_judge"}
     assert isinstance(get_scorer("f1"), Scorer)
     assert get_scorer("exact", extract=False).score("answer: x", gold("x")).value == 0.0
     math = get_scorer("math", isolation="thread")

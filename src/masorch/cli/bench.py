@@ -134,7 +134,7 @@ def check(
         list[Path], typer.Argument(help="Instance files or directories (train and test together).")
     ],
 ) -> None:
-    """Re-solve every instance from its text, re-measure its axes and check split disjointness."""
+    """Re-solve every instance from its text, re-measure its axes (declared and effective), check splits."""
     from masorch.masbench.check import check_records
 
     console = Console()
@@ -152,8 +152,8 @@ def check(
             hint="regenerate the file with `masorch bench make`, or report the failing ids",
         )
     console.print(
-        "[bold green]ok[/]: answers re-solved from text, measured axes, controls, "
-        "template buckets and split disjointness all agree"
+        "[bold green]ok[/]: answers re-solved from text, measured and effective axes, controls, "
+        "canonical template buckets and split disjointness all agree"
     )
 
 

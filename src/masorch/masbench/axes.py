@@ -9,8 +9,9 @@ from typing import Any
 
 from masorch.errors import RunError, UsageError
 from masorch.masbench.build import BuildFailed, Spec, add_distractors, build_problem, redraw_operations
+from masorch.masbench.effective import effective
 from masorch.masbench.instance import AXES, assemble, given_answers, igsm_subtask, needle_subtask
-from masorch.masbench.problem import Problem, Q, sketch_hash
+from masorch.masbench.problem import Problem, Q
 from masorch.masbench.render import make_needle, note_text
 from masorch.masbench.splits import accepts, check_split, derive_rng
 from masorch.masbench.vocab import Chain, load_chains
@@ -54,8 +55,14 @@ class _Ctx:
             except BuildFailed:
                 continue
             # A rejected template keeps its graph and re-draws its operations first: cheaper than a rebuild.
+            # So does a problem whose declared depth, breadth or answer reference is not effective (two
+            # paths from one source cancel): new operations usually stop the cancellation.
             for _ in range(REDRAWS):
-                if accepts(self.split, sketch_hash(problem.sketch())[1]) and not problem.degenerate():
+                if (
+                    accepts(self.split, problem.template()[1])
+                    and not problem.degenerate()
+                    and effective(problem).agrees(problem)
+                ):
                     return problem, rng
                 redraw_operations(rng, problem)
         raise RunError(

@@ -10,8 +10,8 @@ from typing import Any
 
 from masorch.masbench.evaluator import EvaluationError, solve_text
 from masorch.masbench.instance import AXES, SEPARATOR
-from masorch.masbench.problem import sketch_hash
 from masorch.masbench.splits import BUCKETS, split_overlap
+from masorch.masbench.templates import SketchError, canonical_sketch, template_hash
 
 
 @dataclass
@@ -46,6 +46,13 @@ def check_record(rec: dict[str, Any]) -> list[str]:
                 out.append(f"{rid}: solving the sub-problems together gives {joint}, alone {got.answers}")
         except EvaluationError as exc:
             out.append(f"{rid}: the sub-problems cannot be solved together: {exc}")
+    if got.measured != rec["measured"]:
+        out.append(f"{rid}: axes measured from the text {got.measured} != stored {rec['measured']}")
+    # The stored values must be the effective ones: no quantity on the declared longest chain, no input
+    # of the widest quantity and no chained answer (robustness: no decoy) may be unable to change it.
+    lower = {a: v for a, v in got.effective.items() if v != rec["measured"][a]}
+    if lower:
+        out.append(f"{rid}: effective axis values {lower} differ from the measured {rec['measured']}")
     if rec["measured"][rec["axis"]] != rec["value"]:
         out.append(f"{rid}: measured {rec['axis']} {rec['measured'][rec['axis']]} != value {rec['value']}")
     for axis, (lo, hi) in rec["controls"].items():
@@ -56,9 +63,16 @@ def check_record(rec: dict[str, Any]) -> list[str]:
     for k, sub in enumerate(rec["subtasks"], 1):
         if sub["kind"] != "igsm":
             continue
-        digest, bucket = sketch_hash(sub["sketch"])
+        try:
+            digest, bucket = template_hash(sub["sketch"])
+            canonical = canonical_sketch(sub["sketch"]) == sub["sketch"]
+        except SketchError as exc:
+            out.append(f"{rid}: sub-task {k} sketch cannot be read: {exc}")
+            continue
         if digest != sub["template_hash"] or bucket != sub["bucket"]:
-            out.append(f"{rid}: sub-task {k} template hash does not match its sketch")
+            out.append(f"{rid}: sub-task {k} template hash does not match its canonical sketch")
+        if not canonical:
+            out.append(f"{rid}: sub-task {k} sketch is not in canonical form")
         if bucket not in BUCKETS[rec["split"]]:
             out.append(f"{rid}: sub-task {k} template bucket {bucket} is not in the {rec['split']} split")
     return out
@@ -78,15 +92,24 @@ def check_records(records: Iterable[dict[str, Any]]) -> CheckReport:
         report.problems.extend(check_record(rec))
         slim = {
             "question": rec["question"],
-            "subtasks": [{"template_hash": s["template_hash"]} for s in rec["subtasks"]],
+            # Recomputed from the sketch, so a record with a stale (pre-canonical) hash is still caught.
+            "subtasks": [{"template_hash": _shape(s["sketch"])} for s in rec["subtasks"]],
         }
         by_split.setdefault(rec["split"], []).append(slim)
     overlap = split_overlap(by_split["train"], by_split["test"])
     for h in overlap["template_hashes"]:
-        report.problems.append(f"template {h[:12]} occurs in both train and test")
+        report.problems.append(f"canonical template shape {h[:12]} occurs in both train and test")
     for q in overlap["questions"]:
         report.problems.append(f"a question occurs in both train and test: {q[:60]!r}")
     return report
+
+
+def _shape(sketch: str) -> str:
+    """The canonical template hash of a sketch ("" for none or an unreadable one, reported elsewhere)."""
+    try:
+        return template_hash(sketch)[0] if sketch else ""
+    except SketchError:
+        return ""
 
 
 def stats(records: Iterable[dict[str, Any]]) -> dict[str, Any]:

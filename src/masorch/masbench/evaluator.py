@@ -33,6 +33,9 @@ class ProblemReading:
     breadth: int = 0
     refs: list[int] = field(default_factory=list)
     note: bool = False
+    effective_depth: int = 0
+    effective_breadth: int = 0
+    effective_refs: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -42,6 +45,7 @@ class TextSolution:
     answers: list[int]
     problems: list[ProblemReading]
     measured: dict[str, int]
+    effective: dict[str, int] = field(default_factory=dict)
 
 
 class _Names:
@@ -101,6 +105,7 @@ class _Solver:
         self.values: dict[tuple[str, str], int] = {}
         self.depths: dict[tuple[str, str], int] = {}
         self.deps: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        self.partials: dict[tuple[str, str], list[tuple[tuple[str, str], int]]] = {}
         self.active: set[tuple[str, str]] = set()
 
     def is_total(self, key: tuple[str, str]) -> bool:
@@ -127,6 +132,9 @@ class _Solver:
             base = const if combine == "const" else vals[0] - vals[1] if combine == "diff" else sum(vals)
             val = base + const if mod == "plus" else base * const if mod == "times" else base
             deps = refs
+            scale = const if mod == "times" else 1
+            signs = [] if combine == "const" else [1, -1] if combine == "diff" else [1] * len(refs)
+            self.partials[key] = [(r, s * scale) for r, s in zip(refs, signs, strict=True)]
         else:
             raise EvaluationError(f"'each {key[0]}'s {key[1]}' is used but never stated")
         self.active.discard(key)
@@ -144,16 +152,19 @@ class _Solver:
         level = self.names.category_level.get((wi, category))
         if level is None or level <= owner_level:
             raise EvaluationError(f"{owner!r} cannot hold {category!r}")
-        total, deps = 0, []
+        total, deps, partials = 0, [], []
         for child in self.children(owner):
             count = self.value(child)
             deps.append(child)
             if self.names.item_level[child[1]][1] == level:
                 total += count
+                partials.append((child, 1))
             else:
                 inner = (child[1], category)
                 total += count * self.value(inner)
                 deps.append(inner)
+                partials += [(child, self.value(inner)), (inner, count)]
+        self.partials[key] = partials
         return total, deps
 
     def needed(self, query: tuple[str, str]) -> list[tuple[str, str]]:
@@ -187,7 +198,32 @@ def _solve_block(
     needed = solver.needed(query)
     breadth = max(len({d for d in solver.deps[k] if d[0] != "answer"}) for k in needed)
     refs = sorted({int(d[1]) for k in needed for d in solver.deps[k] if d[0] == "answer"})
-    return ProblemReading(answer, solver.depths[query], breadth, refs, note)
+    eff_depth, eff_breadth, eff_refs = _effective(solver, query)
+    return ProblemReading(answer, solver.depths[query], breadth, refs, note, eff_depth, eff_breadth, eff_refs)
+
+
+def _effective(solver: _Solver, query: tuple[str, str]) -> tuple[int, int, list[int]]:
+    """Effective depth, effective breadth and the answer references that can change the answer.
+
+    A quantity counts when its coefficient in the answer (reverse accumulation mod 23 over the partial
+    derivatives read from the text) is non-zero; see ``effective.py`` for the definitions, which the
+    generator implements separately.
+    """
+    order = [k for k in solver.values if k in solver.partials]  # computed order: inputs first
+    weight: dict[tuple[str, str], int] = {query: 1}
+    for key in reversed(order):
+        w = weight.get(key, 0) % _MOD
+        for dep, p in solver.partials[key] if w else []:
+            weight[dep] = (weight.get(dep, 0) + w * p) % _MOD
+    chain: dict[tuple[str, str], int] = {}
+    widest = 0
+    for key in order:
+        live = [d for d in dict.fromkeys(solver.deps[key]) if d[0] != "answer" and weight.get(d, 0) % _MOD]
+        chain[key] = 1 + max((chain[d] for d in live), default=0)
+        if weight.get(key, 0) % _MOD:
+            widest = max(widest, len(live))
+    refs = sorted(int(k[1]) for k, w in weight.items() if k[0] == "answer" and w % _MOD)
+    return chain[query], widest, refs
 
 
 def _definitions(block: str) -> dict[tuple[str, str], str]:
@@ -211,10 +247,13 @@ def solve_text(text: str, worlds: list[dict[str, Any]], *, joint: bool = False) 
         reading = _solve_block(block, names, answers, shared if shared is not None else _definitions(block))
         answers[i] = reading.answer
         readings.append(reading)
-    return TextSolution([r.answer for r in readings], readings, _measure(readings))
+    return TextSolution(
+        [r.answer for r in readings], readings, _measure(readings), _measure(readings, effective=True)
+    )
 
 
-def _measure(readings: list[ProblemReading]) -> dict[str, int]:
+def _measure(readings: list[ProblemReading], *, effective: bool = False) -> dict[str, int]:
+    """The five axes; ``effective``: depth, breadth and chains counted only where they change answers."""
     n = len(readings)
     longest = [1] * n
     parent = list(range(n))
@@ -225,14 +264,19 @@ def _measure(readings: list[ProblemReading]) -> dict[str, int]:
         return i
 
     for i, r in enumerate(readings):
-        for j in r.refs:
+        for j in r.effective_refs if effective else r.refs:
             longest[i] = max(longest[i], longest[j - 1] + 1)
             parent[root(j - 1)] = root(i)
     igsm = [r for r in readings if r.depth]
+    notes = [r for r in readings if r.note]
+    # Effective robustness: the needle plus every noted problem whose decoy can change its answer.
+    robust = n if notes else 0
+    if effective and notes:
+        robust = n - sum(1 for i, r in enumerate(readings) if r.note and i not in r.effective_refs)
     return {
-        "depth": max((r.depth for r in igsm), default=0),
+        "depth": max((r.effective_depth if effective else r.depth for r in igsm), default=0),
         "horizon": max(longest),
-        "breadth": max((r.breadth for r in igsm), default=0),
+        "breadth": max((r.effective_breadth if effective else r.breadth for r in igsm), default=0),
         "parallel": len({root(i) for i in range(n)}),
-        "robustness": n if any(r.note for r in readings) else 0,
+        "robustness": robust,
     }

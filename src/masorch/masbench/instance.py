@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 from typing import Any
 
-from masorch.masbench.problem import Problem, Q, sketch_hash
+from masorch.masbench.problem import Problem, Q
 from masorch.masbench.render import Block, Needle, task_text
 
-GENERATOR_VERSION = "masbench-gen/1.0"
+GENERATOR_VERSION = "masbench-gen/1.1"
 AXES = ("depth", "horizon", "breadth", "parallel", "robustness")
 SEPARATOR = "<<horizon>>"
 
@@ -28,7 +29,7 @@ def igsm_subtask(
     sentences = problem.sentences()
     rng.shuffle(sentences)
     sketch = problem.sketch()
-    digest, bucket = sketch_hash(sketch)
+    digest, bucket = problem.template()
     deps = problem.dep_map()
     nodes: list[str] = []
     for q, ins in deps.items():
@@ -160,7 +161,7 @@ def assemble(
         "attacked_answers": attacked if attacked is not None else [None] * len(answers),
         "verification": {"solution": solution, "answers": answers},
         "measured": measure(subtasks, edges),
-        "template_hash": sketch_hash("|".join(hashes))[0],
+        "template_hash": hashlib.sha256("|".join(hashes).encode("utf-8")).hexdigest(),
         "worlds": worlds,
         "subtasks": subtasks,
         "task_graph": {

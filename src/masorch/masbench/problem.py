@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from masorch.masbench.templates import Shape, ShapeNode
 from masorch.masbench.world import World
 
 MOD = 23
@@ -94,6 +95,7 @@ class Problem:
     distractors: list[tuple[Q, Expr]] = field(default_factory=list)
     values: dict[Q, int] = field(default_factory=dict)
     _sketch: str | None = field(default=None, repr=False)
+    _shape: Shape | None = field(default=None, repr=False)
     _deps: dict[Q, tuple[Q, ...]] | None = field(default=None, repr=False)
 
     def deps(self, q: Q) -> tuple[Q, ...]:
@@ -217,37 +219,34 @@ class Problem:
         """Forget cached values and sketch after the steps changed."""
         self.values = {}
         self._sketch = None
+        self._shape = None
         self._deps = None
 
     def sketch(self) -> str:
-        """The name- and number-free sketch of the solution (the template, for split hashing)."""
+        """The name- and number-free sketch of the solution in canonical form (see ``templates.py``)."""
         if self._sketch is None:
-            self._sketch = self._make_sketch()
+            self._sketch = self.shape().sketch()
         return self._sketch
 
-    def _make_sketch(self) -> str:
-        index: dict[Q, str] = {}
-        parts = []
+    def template(self) -> tuple[str, int]:
+        """The canonical template hash of the sketch and its split bucket (0..22)."""
+        return self.shape().template()
+
+    def shape(self) -> Shape:
+        """The template graph with its digests (built once per drawing of the operations)."""
+        if self._shape is None:
+            self._shape = Shape(self._shape_nodes(), self.query)
+        return self._shape
+
+    def _shape_nodes(self) -> dict[Hashable, ShapeNode]:
+        """The graph a sketch writes: ``Inst``/``Inter`` quantities, no numbers, references as ``Ans``."""
+        nodes: dict[Hashable, ShapeNode] = {}
         deps = self.dep_map()
         for q, expr in self.steps:
-            index[q] = f"v{len(index) + 1}"
-            kind = "Inter" if q.kind == "abs" else "Inst"
-            ins = []
-            for d in deps[q]:
-                if d not in index:
-                    index[d] = "Ans" if d.kind == "ans" else f"v{len(index) + 1}"
-                ins.append(index[d])
-            if expr is None:
-                parts.append(f"{kind} {index[q]} = total({','.join(ins)})")
-            else:
-                parts.append(f"{kind} {index[q]} = {expr.combine}[{expr.mod}]({','.join(ins)};0)")
-        return "; ".join(parts)
-
-
-def sketch_hash(sketch: str) -> tuple[str, int]:
-    """The sha256 hex digest of a sketch and its bucket (digest mod 23)."""
-    digest = hashlib.sha256(sketch.encode("utf-8")).hexdigest()
-    return digest, int(digest, 16) % MOD
+            ins = tuple("Ans" if d.kind == "ans" else d for d in deps[q])
+            op = "total" if expr is None else f"{expr.combine}[{expr.mod}]"
+            nodes[q] = ShapeNode("Inter" if q.kind == "abs" else "Inst", op, ins)
+        return nodes
 
 
 def abstract_terms(world: World, q: Q) -> list[tuple[Q, Q | None]]:

@@ -82,12 +82,26 @@ def score_masbench(
     answers: Sequence[int],
     decoys: Sequence[int | None] | None = None,
     attacked_answers: Sequence[int | None] | None = None,
+    *,
+    final_only: bool = False,
 ) -> MasbenchScore:
     """Grade a completion against a task's answers (the last ``len(answers)`` boxes, in order).
 
+    ``final_only`` grades as the MAS-Orchestra paper mainly does: only the last box against the last
+    answer (per-position fields then have that one position; decoys are not graded).
+
     >>> score_masbench(r"\\boxed{3} and \\boxed{40}", [3, 17]).correct
     True
+    >>> score_masbench(r"\\boxed{5} and \\boxed{17}", [3, 17]).correct
+    False
+    >>> score_masbench(r"\\boxed{5} and \\boxed{17}", [3, 17], final_only=True).correct
+    True
     """
+    if final_only:
+        boxes = all_boxed(completion)
+        pred = parse_int(re.split(r"<<horizon>>|[,;]", boxes[-1])[-1]) if boxes else None
+        ok = _same(pred, answers[-1])
+        return MasbenchScore(ok, (ok,), None if ok else 0, (pred,), len(boxes), None)
     n = len(answers)
     preds, n_boxes = _predictions(completion, n)
     per = tuple(_same(p, a) for p, a in zip(preds, answers, strict=True))
@@ -104,9 +118,15 @@ def score_masbench(
     return MasbenchScore(all(per), per, first, tuple(preds), n_boxes, followed)
 
 
-def score_record(completion: str, record: dict[str, Any]) -> MasbenchScore:
+def score_record(completion: str, record: dict[str, Any], *, final_only: bool = False) -> MasbenchScore:
     """Grade a completion against a MASBench record (JSONL layout, or a verl row's ``extra_info``)."""
-    return score_masbench(completion, record["answers"], record.get("decoys"), record.get("attacked_answers"))
+    return score_masbench(
+        completion,
+        record["answers"],
+        record.get("decoys"),
+        record.get("attacked_answers"),
+        final_only=final_only,
+    )
 
 
 class MasbenchScorer:
@@ -126,17 +146,22 @@ class MasbenchScorer:
     True
     """
 
-    name = "masbench"
     #: Pure and fast: async callers run it on the event loop instead of in a worker thread.
     inline = True
     all_or_nothing = True
+
+    def __init__(self, final_only: bool = False) -> None:
+        #: ``masbench_final``: the paper's grading, only the last box against the last answer.
+        self.final_only = final_only
+        self.name = "masbench_final" if final_only else "masbench"
 
     def score(self, prediction: str, sample: HasAnswer) -> Score:
         """The verdict on ``prediction`` for a MASBench sample."""
         meta: Mapping[str, Any] = getattr(sample, "meta", None) or {}
         answers = meta.get("answers") or parse_ground_truth(sample.answer)
         decoys = meta.get("decoys") or None
-        result = score_masbench(prediction, answers, decoys, meta.get("attacked_answers"))
+        attacked = meta.get("attacked_answers")
+        result = score_masbench(prediction, answers, decoys, attacked, final_only=self.final_only)
         return Score(
             correct=result.correct,
             value=result.position_accuracy,

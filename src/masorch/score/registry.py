@@ -1,4 +1,4 @@
-"""The scorers by name: ``masbench``, ``math``, ``exact``, ``f1``, ``llm_judge``.
+"""The scorers by name: ``masbench``, ``masbench_final``, ``math``, ``exact``, ``f1``, ``llm_judge``.
 
 Each name builds a scorer of the :mod:`masorch.score.scorer` contract; eval datasets and training
 rows name their scorer, so both grade with the same object.
@@ -18,6 +18,12 @@ def _masbench(**kwargs: Any) -> Scorer:
     from masorch.score.masbench import MasbenchScorer
 
     return MasbenchScorer(**kwargs)
+
+
+def _masbench_final(**kwargs: Any) -> Scorer:
+    from masorch.score.masbench import MasbenchScorer
+
+    return MasbenchScorer(final_only=True, **kwargs)
 
 
 def _math(**kwargs: Any) -> Scorer:
@@ -51,7 +57,14 @@ def _llm_judge(**kwargs: Any) -> AsyncScorer:
 
 
 SCORERS: Mapping[str, Callable[..., Scorer | AsyncScorer]] = MappingProxyType(
-    {"masbench": _masbench, "math": _math, "exact": _exact, "f1": _f1, "llm_judge": _llm_judge}
+    {
+        "masbench": _masbench,
+        "masbench_final": _masbench_final,
+        "math": _math,
+        "exact": _exact,
+        "f1": _f1,
+        "llm_judge": _llm_judge,
+    }
 )
 
 
@@ -85,7 +98,7 @@ def scorer_names() -> tuple[str, ...]:
 
 
 #: The scorers that grade the sink node's whole reply (every box) rather than the extracted answer.
-REPLY_SCORERS = frozenset({"masbench"})
+REPLY_SCORERS = frozenset({"masbench", "masbench_final"})
 
 
 def reads_reply(name: str) -> bool:
