@@ -117,7 +117,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         cache: Path | None = typer.Option(None, "--cache", help="SQLite record/replay cache of LLM calls."),  # noqa: B008
         data_cache: Path | None = typer.Option(None, "--data-cache", help="Dataset cache directory."),  # noqa: B008
         scorer: str | None = typer.Option(
-            None, "--scorer", help="Override every dataset's scorer: math, exact, f1, masbench, masbench_final, llm_judge."
+            None,
+            "--scorer",
+            help="Override every dataset's scorer: math, exact, f1, masbench, masbench_final, llm_judge.",
         ),
         scorer_judge: str | None = typer.Option(
             None, "--judge-model", help="Model of the llm_judge scorer (its own model string)."
