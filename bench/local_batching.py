@@ -97,6 +97,7 @@ async def cancel_latency(backend: LocalBackend) -> tuple[float, float]:
     """
     short = [Message("user", "Say yes.")]
     config = GenerateConfig(max_tokens=1)
+    await backend.complete(short, config)  # the prompt is cached from here on, as after the cancel
     start = time.perf_counter()
     await backend.complete(short, config)
     idle = time.perf_counter() - start
@@ -135,9 +136,21 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--plan-tokens", type=int, default=96, help="Completion cap of each plan call.")
+    parser.add_argument("--parts", default="streams,runs,cancel", help="Which measurements to run.")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     path = ModelStore().path(args.model)
     print(f"engine: {EngineStore().binary()}")
+    if "streams" in parts:
+        await streams(path, args)
+    if "runs" in parts:
+        await runs(path, args)
+    if "cancel" in parts:
+        await cancel(path, args)
+
+
+async def streams(path: Any, args: argparse.Namespace) -> None:
+    """The batched vs limit table."""
     backend = LocalBackend(path, name=args.model, settings=ServerSettings(slots=16, n_threads=args.threads))
     await backend.start()
     assert backend._server is not None
@@ -162,6 +175,9 @@ async def main() -> None:
         b, lim = statistics.median(batched[n]), statistics.median(limits[n])
         print(f"{n:>7} {b:>9.1f} {b / one:>10.2f} {lim:>8.1f} {b / lim:>13.2f}")
 
+
+async def runs(path: Any, args: argparse.Namespace) -> None:
+    """Whole plans at 1 slot and at 8 slots."""
     print(f"\nwhole runs through the executor (sub-agent calls capped at {args.plan_tokens} tokens)")
     print(f"{'run':<22} {'1 slot (s)':>10} {'8 slots (s)':>11} {'speed-up':>8}")
     for label, plan, question in (
@@ -178,6 +194,9 @@ async def main() -> None:
             await b.aclose()
         print(f"{label:<22} {walls[1]:>10.1f} {walls[8]:>11.1f} {walls[1] / walls[8]:>8.2f}")
 
+
+async def cancel(path: Any, args: argparse.Namespace) -> None:
+    """How long a cancelled call goes on."""
     b = LocalBackend(path, name=args.model, settings=ServerSettings(slots=1, n_threads=args.threads))
     await b.start()
     idle, after_cancel = await cancel_latency(b)
