@@ -114,6 +114,8 @@ class LocalServer:
         self.settings = settings
         self.name = name
         self.port = 0
+        #: Set once ``/health`` answered: later calls skip the check.
+        self.ready = False
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._finalizer: weakref.finalize | None = None
@@ -290,7 +292,8 @@ class LocalBackend:
                     client = self._make_client(server)
                     self._server, self._client = server, client
             assert client is not None
-            if await self._wait_healthy(server):
+            if server.ready or await self._wait_healthy(server):
+                server.ready = True
                 return client
         raise BackendError(
             f"{self._model_id}: the llama.cpp server could not bind a loopback port three times",
