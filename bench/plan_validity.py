@@ -163,13 +163,21 @@ class PlanJob:
 
     async def one(self, q: Any) -> None:
         """Plan ``q`` once and append the checked result."""
+        from masorch.errors import BackendError
         from masorch.plan import check
         from masorch.run.orchestrate import orchestrator_messages
 
         opts = self.options
         async with self.gate:
             messages = orchestrator_messages(q.question, self.catalogue, opts)
-            completion = await self.backend.complete(messages, self.config)
+            try:
+                completion = await self.backend.complete(messages, self.config)
+            except BackendError as exc:  # a timed-out or failed call is a result too: no plan
+                self._write({"model": self.model, "dom": opts.dom.value, "constrain": opts.constrain,
+                             "id": q.id, "dataset": q.dataset, "valid": False, "codes": [exc.code],
+                             "kinds": [], "direct": False, "finish": "error", "tokens": 0,
+                             "latency_s": 0.0, "text": ""})  # fmt: skip
+                return
         checked = check(completion.text, opts.dom, self.catalogue, "calls", opts.limits)
         plan = checked.plan
         record = {
@@ -181,6 +189,9 @@ class PlanJob:
             "finish": completion.finish, "tokens": completion.usage.completion_tokens,
             "latency_s": round(completion.latency_s, 2), "text": completion.text,
         }  # fmt: skip
+        self._write(record)
+
+    def _write(self, record: dict[str, Any]) -> None:
         with self.results.open("a") as sink:
             sink.write(json.dumps(record) + "\n")
 
