@@ -102,6 +102,14 @@ def test_rich_output_shows_the_plan_tree_nodes_and_answer():
     assert "5 calls" in out
 
 
+def test_the_plan_tree_shows_brackets_in_tasks_as_text_not_markup():
+    # "[train]" would vanish as a style tag and "[/x]" would end the output with a markup error.
+    plan = PLAN.replace("Add 2 and 3.", "Add 2 and 3 [train] [/x].")
+    result = CliRunner().invoke(make_app([plan]), ARGS)
+    assert result.exit_code == 0, result.output
+    assert "a cot Add 2 and 3 [train] [/x]." in result.stdout
+
+
 def test_low_dom_direct_answer():
     result = CliRunner().invoke(make_app(['final_answer("10")']), [*ARGS, "--dom", "low", "--json"])
     out = json.loads(result.stdout)
