@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from masorch.backends.prices import PricedFactory, price_table
 from masorch.errors import UsageError
 from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
 from masorch.eval.log import check_run_dir
@@ -129,6 +130,12 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         ),
         plots: bool = typer.Option(True, "--plots/--no-plots", help="Write plots (needs matplotlib)."),
         traces: bool = typer.Option(True, "--traces/--no-traces", help="Write DIR/traces.jsonl."),
+        prices: list[Path] = typer.Option(  # noqa: B008
+            [], "--prices", help="YAML/TOML file with a prices: section ($ per 1M tokens; repeatable)."
+        ),
+        price: list[str] = typer.Option(  # noqa: B008
+            [], "--price", help="A model's price: MODEL=IN,OUT[,CACHED] ($ per 1M tokens; repeatable)."
+        ),
     ) -> None:
         """Run every system on every sample of every dataset; write the log, then the report."""
         check_run_dir(out)
@@ -175,6 +182,8 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             sources = [dataclasses.replace(src, scorer=scorer) for src in sources]
         scorer_options = {"llm_judge": {"model": scorer_judge}} if scorer_judge else {}
         env = (env_factory or default_env_factory)(EnvArgs(cache, max_tokens, threads, scorer_options, slots))
+        table = price_table(files=prices, flags=price, config=config)
+        env = dataclasses.replace(env, backend_factory=PricedFactory(env.backend_factory, table))
         options = EvalOptions(
             concurrency=concurrency,
             resume=resume,

@@ -22,6 +22,7 @@ from rich.live import Live
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.agents.registry import offered_registry
 from masorch.backends.base import Backend
+from masorch.backends.prices import PricedFactory, price_table
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
 from masorch.plan import DoM
@@ -146,6 +147,12 @@ def register(
             help="Decode the plan under its dialect's grammar or schema where the backend can "
             "(--no-constrain: free decoding).",
         ),
+        prices: list[Path] = typer.Option(  # noqa: B008
+            [], "--prices", help="YAML/TOML file with a prices: section ($ per 1M tokens; repeatable)."
+        ),
+        price: list[str] = typer.Option(  # noqa: B008
+            [], "--price", help="A model's price: MODEL=IN,OUT[,CACHED] ($ per 1M tokens; repeatable)."
+        ),
     ) -> None:
         """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
         if dom not in ("low", "high"):
@@ -175,10 +182,11 @@ def register(
             max_tokens=max_tokens,
             constrain=constrain,
         )
+        factory = backend_factory or functools.partial(default_backend_factory, threads=threads, slots=slots)
         result = asyncio.run(
             _run(
                 args,
-                backend_factory or functools.partial(default_backend_factory, threads=threads, slots=slots),
+                PricedFactory(factory, price_table(files=prices, flags=price)),
                 agents_factory or default_agents_factory,
                 retriever_factory or default_retriever_factory,
             )
