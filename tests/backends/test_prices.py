@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,16 @@ def test_the_priced_factory_leaves_unpriced_models_unwrapped() -> None:
     factory = PricedFactory(lambda spec: ScriptedBackend(["x"], name=spec), PriceTable({"a": Pricing(1, 1)}))
     assert isinstance(factory("scripted:a"), PricedBackend)
     assert isinstance(factory("scripted:b"), ScriptedBackend)
+
+
+def test_the_documented_table_and_files_match_the_code(tmp_path: Path) -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "backends.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Prices") : doc.index("## Record/replay cache")]
+    rows = re.findall(r"^\| `([\w.-]+)` \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", section, flags=re.M)
+    documented = {name: Pricing(float(i), float(o), float(c)) for name, i, c, o in rows}
+    assert documented == dict(BUILTIN_PRICES)
+    for lang, suffix in (("yaml", ".yaml"), ("toml", ".toml")):
+        (block,) = re.findall(rf"```{lang}\n(.*?)```", section, flags=re.S)
+        path = tmp_path / f"prices{suffix}"
+        path.write_text(block, encoding="utf-8")
+        assert read_prices_file(path)["openai:gpt-4o-mini"] == Pricing(0.15, 0.60, 0.075)
