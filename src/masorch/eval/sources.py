@@ -16,8 +16,6 @@ from typing import Any
 from masorch.errors import UsageError
 from masorch.eval.datasets import DATASETS, Sample, corpus_path, get_spec, load
 
-INDEX_DIR = "bm25-index"
-
 
 @dataclass(frozen=True)
 class DataSource:
@@ -128,8 +126,3 @@ def resolve_all(specs: Sequence[str], **kwargs: Any) -> list[DataSource]:
     if len(set(names)) != len(names):
         raise UsageError(f"two --data entries share a label: {names}", hint="rename one of the files")
     return sources
-
-
-def index_dir_for(corpus: Path) -> Path:
-    """Where the BM25 index of ``corpus`` is saved (next to it, in the data cache)."""
-    return corpus.parent / INDEX_DIR

@@ -66,9 +66,9 @@ class TrainReport:
 def rollout_settings(cfg: TrainConfig) -> RolloutSettings:
     """The per-plan limits of a config, and its dialect (the one inference parses, not ``auto``)."""
     return RolloutSettings(
-        dialect=cfg.dialect,  # type: ignore[arg-type]  # checked by TrainConfig
+        dialect=cfg.dialect,
         budget=Budget(max_calls=cfg.plan_max_calls, max_tokens=cfg.plan_max_tokens),
-        deadline_s=cfg.plan_deadline_s,
+        timeout_s=cfg.plan_deadline_s,
         concurrency=cfg.concurrency,
     )
 
@@ -126,7 +126,7 @@ def search_retriever(corpus: Path | None) -> Retriever | None:
     """The BM25 retriever over ``corpus`` (from :func:`search_corpus`), or None without one."""
     if corpus is None:
         return None
-    from masorch.eval.harness import default_retriever_factory
+    from masorch.run.environment import default_retriever_factory
 
     return default_retriever_factory(corpus)
 
