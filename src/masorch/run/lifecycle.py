@@ -12,6 +12,7 @@ on the whole question (``sas``), a one-step plan checked and executed (``mas:low
 from __future__ import annotations
 
 import dataclasses
+import functools
 from pathlib import Path
 
 from masorch.errors import UsageError
@@ -63,22 +64,11 @@ async def run(
             f"agent models are set for kinds this run cannot offer: {', '.join(unknown)}",
             hint=f"kinds: {', '.join(agents.catalogue())}",
         )
-    if system.mode == "rounds":
-        return await run_rounds(
-            question,
-            orchestrator=orchestrator,
-            backends=roles,
-            agents=agents,
-            options=RoundsOptions.of(system),
-            trace=trace,
-            retriever=retriever,
-        )
-    return await orchestrate(
-        question,
-        orchestrator=orchestrator,
-        backends=roles,
-        agents=agents,
-        options=OrchestrateOptions.of(system),
-        trace=trace,
-        retriever=retriever,
+    mode = (
+        functools.partial(run_rounds, options=RoundsOptions.of(system))
+        if system.mode == "rounds"
+        else functools.partial(orchestrate, options=OrchestrateOptions.of(system))
+    )
+    return await mode(
+        question, orchestrator=orchestrator, backends=roles, agents=agents, trace=trace, retriever=retriever
     )
