@@ -1,0 +1,92 @@
+"""The data endpoints of the viewer, without HTTP: a path and query in, a JSON-ready payload out.
+
+``/api/info`` says what is viewed; an eval run has ``/api/run`` (report and sample table) and
+``/api/sample?key=KEY`` (one sample's record and trace); a trace file has ``/api/runs`` and
+``/api/sample?run=RUN_ID``; a training run has ``/api/training``. Every payload passes through
+:func:`~masorch.view.payload.clean`, so no credential in a URL reaches the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from masorch.errors import UsageError
+from masorch.view.evalrun import EvalRunView
+from masorch.view.payload import clean
+from masorch.view.sample import sample_view
+from masorch.view.source import Source
+from masorch.view.traces import TraceIndex
+from masorch.view.training import training_data
+
+
+class NotFound(UsageError):
+    """An endpoint or item the viewed path does not have."""
+
+
+class ViewApp:
+    """The endpoints of one viewed path (an eval run, a training run or a trace file)."""
+
+    def __init__(self, source: Source) -> None:
+        self.source = source
+        self.eval = EvalRunView(source.path) if source.kind == "eval" else None
+        self.traces = (
+            self.eval.traces
+            if self.eval is not None
+            else TraceIndex(source.path)
+            if source.kind == "trace"
+            else None
+        )
+
+    def get(self, target: str) -> dict[str, Any]:
+        """The payload of ``target`` (``/api/NAME?query``); an unknown one is :class:`NotFound`."""
+        parts = urlsplit(target)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        handler = {
+            "/api/info": self.info,
+            "/api/run": self.run,
+            "/api/runs": self.runs,
+            "/api/sample": self.sample,
+            "/api/training": self.training,
+        }.get(parts.path)
+        if handler is None:
+            raise NotFound(f"no endpoint {parts.path}", hint="see /api/info")
+        return clean(handler(query))
+
+    def info(self, query: Mapping[str, str]) -> dict[str, Any]:
+        """What is viewed: its kind and name."""
+        return {"kind": self.source.kind, "name": self.source.path.name, "path": str(self.source.path)}
+
+    def run(self, query: Mapping[str, str]) -> dict[str, Any]:
+        """An eval run's report and sample table."""
+        if self.eval is None:
+            raise NotFound("not an eval run", hint="/api/run is for eval run directories")
+        return self.eval.run()
+
+    def runs(self, query: Mapping[str, str]) -> dict[str, Any]:
+        """The runs of a trace file: id, question, mode, start time."""
+        if self.traces is None:
+            raise NotFound("no traces here", hint="/api/runs is for trace files and eval runs")
+        return {"runs": [vars(r) for r in self.traces.runs()]}
+
+    def sample(self, query: Mapping[str, str]) -> dict[str, Any]:
+        """One sample (``key=`` of an eval run) or one run of a trace (``run=``): record and trace view."""
+        if self.traces is None:
+            raise NotFound("no traces here", hint="/api/sample is for trace files and eval runs")
+        record = None
+        run_id = query.get("run", "")
+        if "key" in query:
+            if self.eval is None:
+                raise NotFound("no samples here", hint="use run= for a trace file")
+            record = self.eval.record(query["key"])
+            if record is None:
+                raise NotFound(f"no sample {query['key']!r} in this run", hint="pick a row of the table")
+            run_id = str(record.get("trace_id") or "")
+        return {"record": record, "trace": sample_view(self.traces.events(run_id) if run_id else [])}
+
+    def training(self, query: Mapping[str, str]) -> dict[str, Any]:
+        """A training run's per-step series, report and evaluations."""
+        if self.source.kind != "training":
+            raise NotFound("not a training run", hint="/api/training is for training output_dirs")
+        return training_data(self.source.path)
