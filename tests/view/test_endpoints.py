@@ -32,10 +32,11 @@ def test_an_eval_run_gives_its_report_and_a_row_per_sample(eval_run: Path) -> No
     assert run["done"] == run["expected"] == 6
     assert {r["system"] for r in rows} == {"sas:cot", "mas:high"}
     assert sum(r["correct"] for r in rows) == 4  # item 0 is answered wrongly by both systems
-    cells = {c["system"]: c for c in run["report"]["cells"] if c["value"] is None}
+    report = app.get("/api/report")
+    cells = {c["system"]: c for c in report["cells"] if c["value"] is None}
     assert cells["mas:high"]["accuracy"]["mean"] == pytest.approx(2 / 3)
     assert cells["mas:high"]["calls"] == 4 and cells["sas:cot"]["calls"] == 1
-    [paired] = [p for p in run["report"]["paired"] if p["value"] is None]
+    [paired] = [p for p in report["paired"] if p["value"] is None]
     assert (paired["mas"], paired["sas"], paired["diff"]["n"]) == ("mas:high", "sas:cot", 3)
 
 
@@ -99,6 +100,7 @@ def test_a_run_still_being_written_loads_and_follows_new_records(eval_run: Path)
     log.write_text("".join(lines) + held)  # the write completes
     assert app.get("/api/run")["done"] == 6
     assert app.get(f"/api/sample?key={key}")["trace"]["found"]
+    assert sum(c["accuracy"]["n"] for c in app.get("/api/report")["cells"] if c["value"] is None) == 6
 
 
 def test_no_credential_reaches_a_payload(eval_run: Path) -> None:

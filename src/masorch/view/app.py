@@ -1,6 +1,6 @@
 """The data endpoints of the viewer, without HTTP: a path and query in, a JSON-ready payload out.
 
-``/api/info`` says what is viewed; an eval run has ``/api/run`` (report and sample table) and
+``/api/info`` says what is viewed; an eval run has ``/api/run`` (the sample table), ``/api/report`` and
 ``/api/sample?key=KEY`` (one sample's record and trace); a trace file has ``/api/runs`` and
 ``/api/sample?run=RUN_ID``; a training run has ``/api/training``. Every payload passes through
 :func:`~masorch.view.payload.clean`, so no credential in a URL reaches the page.
@@ -8,17 +8,20 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from masorch.errors import UsageError
+from masorch.errors import MasorchError, UsageError
 from masorch.view.evalrun import EvalRunView
 from masorch.view.payload import clean
 from masorch.view.sample import sample_view
 from masorch.view.source import Source
 from masorch.view.traces import TraceIndex
 from masorch.view.training import training_data
+
+logger = logging.getLogger(__name__)
 
 
 class NotFound(UsageError):
@@ -39,6 +42,22 @@ class ViewApp:
             else None
         )
 
+    def warm(self) -> None:
+        """Build what the page asks for first, in its order: the table, the report, the trace index.
+
+        The server runs this in a thread as it starts, so the index of a large ``traces.jsonl`` is
+        built while the user looks at the table. A file it cannot read is logged here; the request
+        for it reports the error to the page.
+        """
+        try:
+            if self.eval is not None:
+                self.eval.run()
+                self.eval.report()
+            if self.traces is not None:
+                self.traces.refresh()
+        except MasorchError as exc:
+            logger.warning("%s: %s", self.source.path, exc.message)
+
     def get(self, target: str) -> dict[str, Any]:
         """The payload of ``target`` (``/api/NAME?query``); an unknown one is :class:`NotFound`."""
         parts = urlsplit(target)
@@ -46,6 +65,7 @@ class ViewApp:
         handler = {
             "/api/info": self.info,
             "/api/run": self.run,
+            "/api/report": self.report,
             "/api/runs": self.runs,
             "/api/sample": self.sample,
             "/api/training": self.training,
@@ -59,10 +79,16 @@ class ViewApp:
         return {"kind": self.source.kind, "name": self.source.path.name, "path": str(self.source.path)}
 
     def run(self, query: Mapping[str, str]) -> dict[str, Any]:
-        """An eval run's report and sample table."""
+        """An eval run's sample table."""
         if self.eval is None:
             raise NotFound("not an eval run", hint="/api/run is for eval run directories")
         return self.eval.run()
+
+    def report(self, query: Mapping[str, str]) -> dict[str, Any]:
+        """An eval run's report: accuracy with intervals, usage, paired differences per cell."""
+        if self.eval is None:
+            raise NotFound("not an eval run", hint="/api/report is for eval run directories")
+        return self.eval.report()
 
     def runs(self, query: Mapping[str, str]) -> dict[str, Any]:
         """The runs of a trace file: id, question, mode, start time."""

@@ -1,4 +1,4 @@
-"""An eval run directory as page data: the report's numbers and a compact table of every sample.
+"""An eval run directory as page data: a compact table of every sample, and the report's numbers.
 
 The log is read with :meth:`RunLog.read` (a torn last line of a run still being written is left out)
 and summarised with :func:`summarize`, the report's own statistics; both are cached until the log
@@ -9,7 +9,7 @@ file changes. The sample table is columnar (one list per row, the column names o
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -107,47 +107,64 @@ def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class EvalRunView:
-    """The page data of one eval run directory, rebuilt when its log changes (thread-safe)."""
+    """The page data of one eval run directory, rebuilt when its log changes (thread-safe).
+
+    The sample table (:meth:`run`) needs only the log read and is ready first; the report
+    (:meth:`report`) runs the bootstrap over every cell, so the page asks for it separately and
+    shows the table without waiting for it.
+    """
 
     def __init__(self, directory: Path, *, n_boot: int = N_BOOT) -> None:
         self.directory = directory
         self.n_boot = n_boot
         self.traces = TraceIndex(directory / TRACE_FILE)
         self._lock = threading.Lock()
+        self._report_lock = threading.Lock()
         self._stamp: tuple[int, int] | None = None
-        self._data: dict[str, Any] = {}
+        self._header: Mapping[str, Any] = {}
         self._records: dict[str, Mapping[str, Any]] = {}
+        self._table: dict[str, Any] = {}
+        self._report: tuple[tuple[int, int] | None, dict[str, Any]] | None = None
 
-    def run(self) -> dict[str, Any]:
-        """``{"report", "columns", "rows", "done", "expected"}`` of the log as it is now."""
-        log = self.directory / LOG_FILE
-        stat = log.stat()
+    def _load(self) -> tuple[tuple[int, int] | None, Mapping[str, Any], list[Mapping[str, Any]]]:
+        """Read the log again if it changed; the stamp, header and records as they are now."""
+        stat = (self.directory / LOG_FILE).stat()
         stamp = (stat.st_size, stat.st_mtime_ns)
         with self._lock:
             if stamp != self._stamp:
                 header, records = RunLog.read(self.directory)
-                self._data = self._build(header, records)
+                expected = sum(int(d.get("n", 0)) for d in header.get("datasets", [])) * max(
+                    1, len(header.get("systems", []))
+                )
+                self._header = header
                 self._records = {str(r["key"]): r for r in records}
+                self._table = {
+                    "columns": list(COLUMNS),
+                    "rows": [table_row(r) for r in records],
+                    "done": len(records),
+                    "expected": expected,
+                }
                 self._stamp = stamp
-            return self._data
+            return self._stamp, self._header, list(self._records.values())
 
-    def _build(self, header: Mapping[str, Any], records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        summary = summarize(header, records, n_boot=self.n_boot)
-        report = report_data(summary, header)
-        expected = sum(int(d.get("n", 0)) for d in header.get("datasets", [])) * max(
-            1, len(header.get("systems", []))
-        )
-        return {
-            "report": report,
-            "columns": list(COLUMNS),
-            "rows": [table_row(r) for r in records],
-            "done": len(records),
-            "expected": expected,
-        }
+    def run(self) -> dict[str, Any]:
+        """``{"columns", "rows", "done", "expected"}``: the sample table of the log as it is now."""
+        self._load()
+        with self._lock:
+            return self._table
+
+    def report(self) -> dict[str, Any]:
+        """The report's numbers (:func:`report_data`) of the log as it is now."""
+        stamp, header, records = self._load()
+        with self._report_lock:
+            if self._report is None or self._report[0] != stamp:
+                summary = summarize(header, records, n_boot=self.n_boot)
+                self._report = (stamp, report_data(summary, header))
+            return self._report[1]
 
     def record(self, key: str) -> dict[str, Any] | None:
         """The full record of one sample (its untruncated answer, gold and error), or None."""
-        self.run()
+        self._load()
         with self._lock:
             record = self._records.get(key)
         return None if record is None else dict(record)

@@ -46,6 +46,7 @@ def export_data(app: ViewApp, *, max_samples: int = MAX_EXPORT_SAMPLES) -> dict[
     if kind == "eval":
         run = app.get("/api/run")
         data[data_key("/api/run")] = run
+        data[data_key("/api/report")] = app.get("/api/report")
         key_col = run["columns"].index("key")
         for row in run["rows"][:max_samples]:
             params = {"key": row[key_col]}

@@ -8,6 +8,7 @@ the server listens on (a DNS-rebinding page in another tab) is refused.
 from __future__ import annotations
 
 import logging
+import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -40,6 +41,11 @@ class ViewServer(ThreadingHTTPServer):
                 f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                 hint="pass another --port (0 picks a free one)",
             ) from None
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """Serve until :meth:`shutdown`, building the first requests' data in a thread meanwhile."""
+        threading.Thread(target=self.app.warm, name="view-warm", daemon=True).start()
+        super().serve_forever(poll_interval)
 
     @property
     def url(self) -> str:

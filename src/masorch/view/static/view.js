@@ -85,9 +85,12 @@
     );
   }
 
-  function chart(container, option, renderer) {
+  function chart(container, option, renderer, handlers) {
     const instance = echarts.init(container, null, { renderer: renderer || "canvas" });
-    instance.setOption(option);
+    // Handlers first: without animation, "finished" fires during setOption.
+    for (const [name, handler] of Object.entries(handlers || {})) instance.on(name, handler);
+    // No animation: the page shows the final picture at once (and screenshots and tests see it).
+    instance.setOption(Object.assign({ animation: false }, option));
     charts.push(instance);
     return instance;
   }
@@ -122,7 +125,7 @@
 
   window.addEventListener("hashchange", route);
 
-  // ---- eval run: report and sample table ----------------------------------------------------------
+  // ---- eval run: sample table and report ------------------------------------------------------------
 
   async function evalPage(info) {
     runCache = await api("/api/run");
@@ -130,12 +133,11 @@
     const live = run.done < run.expected;
     setStatus(run.done + " of " + run.expected + " samples" + (live ? " (in progress)" : ""));
     const reload = EMBEDDED ? null : el("button", { onclick: route, id: "reload" }, "reload");
-    app.replaceChildren(
-      el("h2", {}, "Report ", reload),
-      reportSection(run.report),
-      el("h2", {}, "Samples"),
-      sampleTable(run),
-    );
+    // The table needs only the log; the report's bootstrap takes longer: it fills in when it comes.
+    const holder = el("div", { id: "report-holder" }, el("p", { class: "muted" }, "computing the report…"));
+    app.replaceChildren(el("h2", {}, "Report ", reload), holder, el("h2", {}, "Samples"), sampleTable(run));
+    const report = await api("/api/report");
+    if (document.body.contains(holder)) holder.replaceChildren(reportSection(report));
   }
 
   function reportSection(report) {
@@ -324,8 +326,10 @@
         ["wall", trace.found ? fmt(trace.wall_s, 3) + " s" : null],
       ])));
     if (!trace.found) return box;
-    const graphDiv = el("div", { class: "chart tall", id: prefix + "-graph" });
+    const rows = Math.max(1, ...trace.graph.nodes.map((n) => n.row + 1));
+    const graphDiv = el("div", { class: "chart", id: prefix + "-graph", style: "height: " + Math.min(560, 140 + rows * 90) + "px" });
     const plans = el("div", { class: "plans" });
+    if (!trace.plans.length) plans.append(el("p", { class: "muted" }, "No plan: a single sub-agent ran the question (a SAS baseline)."));
     for (const p of trace.plans) {
       plans.append(el("h3", {}, (trace.rounds.length ? "round " : "attempt ") + p.attempt + " · " + p.dialect + " · ", badge(p.valid ? "ok" : "invalid")));
       plans.append(el("pre", { class: "plan-text" }, p.text));
@@ -375,7 +379,7 @@
 
   function graphChart(div, graph, calls, prefix) {
     const kinds = [...new Set(graph.nodes.map((n) => n.kind))];
-    const instance = chart(div, {
+    chart(div, {
       tooltip: { formatter: (p) => p.dataType === "node" ? p.data.tip : p.data.source + " → " + p.data.target + (p.data.implied ? " (implied by a reference)" : "") },
       series: [{
         type: "graph", layout: "none", roam: true, symbol: "roundRect", symbolSize: [130, 46],
@@ -392,16 +396,17 @@
           lineStyle: { type: e.implied ? "dashed" : "solid", width: e.critical ? 3 : 1.5, color: e.critical ? "#d64545" : "#8a94a3", opacity: 0.9 },
         })),
       }],
-    }, "svg");
-    instance.on("click", (p) => {
-      if (p.dataType !== "node") return;
-      const call = calls.find((c) => c.node === p.data.name);
-      if (call) openCall(prefix, call.index);
-    });
-    instance.on("finished", () => {
-      div.dataset.nodes = String(graph.nodes.length);
-      div.dataset.edges = String(graph.edges.length);
-      div.dataset.ready = "1";
+    }, "svg", {
+      click: (p) => {
+        if (p.dataType !== "node") return;
+        const call = calls.find((c) => c.node === p.data.name);
+        if (call) openCall(prefix, call.index);
+      },
+      finished: () => {
+        div.dataset.nodes = String(graph.nodes.length);
+        div.dataset.edges = String(graph.edges.length);
+        div.dataset.ready = "1";
+      },
     });
   }
 
@@ -409,7 +414,7 @@
     let drawn = 0;
     const lanes = timeline.lanes;
     div.style.height = Math.max(160, 70 + lanes.length * 34) + "px";
-    const instance = chart(div, {
+    chart(div, {
       tooltip: { formatter: (p) => escapeHtml(p.data.label) + " · " + escapeHtml(p.data.status) + "<br>" + fmt(p.value[1], 3) + " – " + fmt(p.value[2], 3) + " s (" + fmt(p.value[2] - p.value[1], 3) + " s)" },
       grid: { top: 20, left: 110, right: 30, bottom: 40 },
       xAxis: { type: "value", name: "seconds from the run's start", nameLocation: "middle", nameGap: 26, min: 0 },
@@ -440,13 +445,14 @@
           itemStyle: { color: STATUS_COLORS[b.status] || "#9aa3ad", opacity: b.kind === "node" ? 0.85 : 1, borderColor: b.critical ? "#111" : null, borderWidth: b.critical ? 2 : 0 },
         })),
       }],
-    }, "svg");
-    instance.on("click", (p) => { if (p.data.call !== undefined && p.data.call !== null) openCall(prefix, p.data.call); });
-    instance.on("finished", () => {
-      div.dataset.bars = String(timeline.bars.length);
-      div.dataset.drawn = String(drawn);
-      div.dataset.lanes = String(lanes.length);
-      div.dataset.ready = "1";
+    }, "svg", {
+      click: (p) => { if (p.data.call !== undefined && p.data.call !== null) openCall(prefix, p.data.call); },
+      finished: () => {
+        div.dataset.bars = String(timeline.bars.length);
+        div.dataset.drawn = String(drawn);
+        div.dataset.lanes = String(lanes.length);
+        div.dataset.ready = "1";
+      },
     });
   }
 
