@@ -111,7 +111,7 @@ def test_an_eval_run_filters_and_opens_a_sample_with_its_graph_and_timeline(
     assert page.locator("tr.sample-row").count() == 6
     page.wait_for_selector("#report table")
     assert page.locator("#report table").count() >= 2
-    page.screenshot(path=str(shots / "eval.png"))
+    page.screenshot(path=str(shots / "eval.png"), full_page=True)
     page.select_option("#filter-system", "mas:high")
     assert page.locator("tr.sample-row").count() == 3
     page.select_option("#filter-correct", "no")
