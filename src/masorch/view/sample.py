@@ -13,26 +13,17 @@ from typing import Any
 
 from masorch.plan.graph import topological_order
 from masorch.plan.refs import find_refs
-from masorch.trace.events import (
-    Event,
-    LlmCall,
-    NodeFinished,
-    NodeStarted,
-    PlanParsed,
-    PlanRejected,
-    RunFinished,
-    RunStarted,
-)
+from masorch.trace import events as ev
 
 
-def sample_view(events: Sequence[Event]) -> dict[str, Any]:
+def sample_view(events: Sequence[ev.Event]) -> dict[str, Any]:
     """The page data of one run: its start, plans, graph, timeline, calls, rounds and result."""
     if not events:
         return {"found": False}
     t0 = min(e.ts for e in events)
-    started = next((e for e in events if isinstance(e, RunStarted)), None)
-    finished = next((e for e in events if isinstance(e, RunFinished)), None)
-    plans = [e for e in events if isinstance(e, PlanParsed | PlanRejected)]
+    started = next((e for e in events if isinstance(e, ev.RunStarted)), None)
+    finished = next((e for e in events if isinstance(e, ev.RunFinished)), None)
+    plans = [e for e in events if isinstance(e, ev.PlanParsed | ev.PlanRejected)]
     mode = started.mode if started is not None else ""
     nodes = _nodes(events, t0)
     calls = _calls(events, t0)
@@ -46,7 +37,7 @@ def sample_view(events: Sequence[Event]) -> dict[str, Any]:
                 "attempt": p.attempt,
                 "dialect": p.dialect,
                 "text": p.text,
-                "valid": isinstance(p, PlanParsed),
+                "valid": isinstance(p, ev.PlanParsed),
                 "diagnostics": p.diagnostics,
                 "t": p.ts - t0,
             }
@@ -61,12 +52,12 @@ def sample_view(events: Sequence[Event]) -> dict[str, Any]:
     }
 
 
-def _nodes(events: Sequence[Event], t0: float) -> dict[str, dict[str, Any]]:
+def _nodes(events: Sequence[ev.Event], t0: float) -> dict[str, dict[str, Any]]:
     """Each node's start, end, status, answer and usage, from its node events."""
     last = max(e.ts for e in events) - t0
     out: dict[str, dict[str, Any]] = {}
     for e in events:
-        if isinstance(e, NodeStarted):
+        if isinstance(e, ev.NodeStarted):
             out[e.node] = {
                 "id": e.node,
                 "kind": e.kind,
@@ -76,7 +67,7 @@ def _nodes(events: Sequence[Event], t0: float) -> dict[str, dict[str, Any]]:
                 "end": last,
                 "status": "running",
             }
-        elif isinstance(e, NodeFinished):
+        elif isinstance(e, ev.NodeFinished):
             node = out.setdefault(e.node, {"id": e.node, "kind": "", "task": "", "params": {}, "start": None})
             node.update(
                 end=e.ts - t0,
@@ -91,10 +82,10 @@ def _nodes(events: Sequence[Event], t0: float) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _calls(events: Sequence[Event], t0: float) -> list[dict[str, Any]]:
+def _calls(events: Sequence[ev.Event], t0: float) -> list[dict[str, Any]]:
     calls: list[dict[str, Any]] = []
     for e in events:
-        if isinstance(e, LlmCall):
+        if isinstance(e, ev.LlmCall):
             end = e.ts - t0
             call = e.model_dump(exclude={"schema_version", "type", "run_id", "ts"})
             call.update(index=len(calls), start=max(0.0, end - e.latency_s), end=end)
@@ -102,9 +93,9 @@ def _calls(events: Sequence[Event], t0: float) -> list[dict[str, Any]]:
     return calls
 
 
-def _plan_of(plans: Sequence[PlanParsed | PlanRejected], rounds: bool) -> tuple[list[Any], list[Any]]:
+def _plan_of(plans: Sequence[ev.PlanParsed | ev.PlanRejected], rounds: bool) -> tuple[list[Any], list[Any]]:
     """The agents and flows to draw: the accepted plan, or every round's calls in the rounds mode."""
-    parsed = [p for p in plans if isinstance(p, PlanParsed)]
+    parsed = [p for p in plans if isinstance(p, ev.PlanParsed)]
     if rounds:
         agents = [a for p in parsed for a in p.plan.get("agents", [])]
         return agents, []
@@ -114,7 +105,7 @@ def _plan_of(plans: Sequence[PlanParsed | PlanRejected], rounds: bool) -> tuple[
 
 
 def _graph(
-    plans: Sequence[PlanParsed | PlanRejected], nodes: Mapping[str, Mapping[str, Any]], *, rounds: bool
+    plans: Sequence[ev.PlanParsed | ev.PlanRejected], nodes: Mapping[str, Mapping[str, Any]], *, rounds: bool
 ) -> dict[str, Any]:
     """Nodes (with layer, row and status), edges (declared or implied by a reference), critical path."""
     agents, flows = _plan_of(plans, rounds)
@@ -254,12 +245,12 @@ def _timeline(graph_nodes: Sequence[Mapping[str, Any]], calls: Sequence[Mapping[
 
 
 def _rounds(
-    plans: Sequence[PlanParsed | PlanRejected], nodes: Mapping[str, Mapping[str, Any]]
+    plans: Sequence[ev.PlanParsed | ev.PlanRejected], nodes: Mapping[str, Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     """The rounds of a multi-round run in order: the orchestrator's calls and each call's status."""
     out = []
     for p in plans:
-        agents = p.plan.get("agents", []) if isinstance(p, PlanParsed) else []
+        agents = p.plan.get("agents", []) if isinstance(p, ev.PlanParsed) else []
         out.append(
             {
                 "round": p.attempt,
