@@ -155,6 +155,10 @@ def test_a_training_run_draws_one_chart_per_series(browser: Any, tmp_path: Path,
         series = page.locator("#training-charts [data-series]")
         assert series.count() == 5
         page.wait_for_function("document.querySelectorAll('#training-charts canvas').length === 5")
+        page.wait_for_selector("#sampled-plans tbody tr")
+        assert page.locator("#sampled-plans tbody tr").count() == 2  # the last step's two plans
+        page.select_option("#sample-step", "2")
+        page.wait_for_function("document.querySelectorAll('#sampled-plans tbody tr').length === 2")
         page.screenshot(path=str(shots / "training.png"), full_page=True)
         view.close()
     finally:

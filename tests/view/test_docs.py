@@ -24,14 +24,22 @@ def test_every_documented_flag_exists() -> None:
 
 def test_every_documented_endpoint_answers(eval_run: Path, tmp_path: Path) -> None:
     endpoints = set(re.findall(r"^\| `(/api/[a-z]+)", DOC.read_text(encoding="utf-8"), re.M))
-    assert endpoints == {"/api/info", "/api/run", "/api/report", "/api/sample", "/api/runs", "/api/training"}
+    assert endpoints == {
+        "/api/info",
+        "/api/run",
+        "/api/report",
+        "/api/sample",
+        "/api/runs",
+        "/api/training",
+        "/api/samples",
+    }
     run = ViewApp(detect(eval_run)).get("/api/run")
     key, run_id = (run["rows"][0][run["columns"].index(name)] for name in ("key", "trace_id"))
     answered = set()
     for path, asks in (
         (eval_run, ["/api/info", "/api/run", "/api/report", f"/api/sample?key={key}", "/api/runs"]),
         (eval_run / "traces.jsonl", [f"/api/sample?run={run_id}"]),
-        (make_training_run(tmp_path / "train"), ["/api/training"]),
+        (make_training_run(tmp_path / "train"), ["/api/training", "/api/samples?step=1"]),
     ):
         app = ViewApp(detect(path))
         for ask in asks:

@@ -139,6 +139,15 @@ def test_a_training_run_gives_its_series_in_order(tmp_path: Path) -> None:
     assert data["series"]["reward"] == pytest.approx([0.2, 0.4, 0.6, 0.8])
     assert data["summary"]["train_runtime"] == 7.0
     assert data["report"]["steps"] == 4 and "logs" not in data["report"]
+    assert data["sample_steps"] == [1, 2, 3, 4]
+    sampled = app.get("/api/samples?step=3")["samples"]
+    assert [(s["step"], s["valid"], s["status"]) for s in sampled] == [
+        (3, True, "ok"),
+        (3, False, "invalid_plan"),
+    ]
+    assert "create_agent" in sampled[0]["plan"]
+    with pytest.raises(NotFound, match="step= must be"):
+        app.get("/api/samples?step=last")
     with (tmp_path / "train" / "log.jsonl").open("a") as fh:
         fh.write('{"step": 5, "rew')  # a line still being written
     assert app.get("/api/training")["steps"] == [1, 2, 3, 4]

@@ -14,6 +14,9 @@ from masorch.backends.scripted import ScriptedBackend
 from masorch.eval.harness import EnvSpec, evaluate
 from masorch.eval.sources import resolve
 from masorch.eval.systems import parse_systems
+from masorch.plan import DoM
+from masorch.train.rollout import PlanOutcome, RolloutItem
+from masorch.train.samples import SAMPLES_FILE, SampleLog
 
 #: The plan every MAS system writes: two parallel nodes and a join (one flow declared, one implied).
 PLAN = "\n".join(
@@ -81,4 +84,16 @@ def make_training_run(directory: Path, steps: int = 4) -> Path:
     (directory / "log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     report = {"steps": steps, "seconds_per_step": 1.5, "wall_s": 9.0, "final_model": "final", "logs": lines}
     (directory / "report.json").write_text(json.dumps(report))
+    log = SampleLog(directory / SAMPLES_FILE)  # what PlanRewards writes through its on_batch hook
+    for s in range(1, steps + 1):
+        items = [RolloutItem("What is 2 plus 3?", text, DoM.LOW) for text in (PLAN_LOW, "no plan")]
+        log(
+            s,
+            items,
+            [PlanOutcome("ok", answer="5", valid=True, n_agents=1, calls=1), PlanOutcome("invalid_plan")],
+        )
     return directory
+
+
+#: The plan a DoM-low policy samples in :func:`make_training_run`.
+PLAN_LOW = 'create_agent(id="solve", kind="cot", task="")'

@@ -1,9 +1,9 @@
 """The data endpoints of the viewer, without HTTP: a path and query in, a JSON-ready payload out.
 
-``/api/info`` says what is viewed; an eval run has ``/api/run`` (the sample table), ``/api/report`` and
-``/api/sample?key=KEY`` (one sample's record and trace); a trace file has ``/api/runs`` and
-``/api/sample?run=RUN_ID``; a training run has ``/api/training``. Every payload passes through
-:func:`~masorch.view.payload.clean`, so no credential in a URL reaches the page.
+``/api/info`` says what is viewed. An eval run has ``/api/run`` (the sample table), ``/api/report``
+and ``/api/sample?key=KEY`` (one sample's record and trace); a trace file has ``/api/runs`` and
+``/api/sample?run=RUN_ID``; a training run has ``/api/training`` and ``/api/samples?step=N``. Every
+payload passes through :func:`~masorch.view.payload.clean`, so no credential in a URL reaches the page.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from masorch.view.payload import clean
 from masorch.view.sample import sample_view
 from masorch.view.source import Source
 from masorch.view.traces import TraceIndex
-from masorch.view.training import training_data
+from masorch.view.training import step_samples, training_data
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class ViewApp:
             "/api/runs": self.runs,
             "/api/sample": self.sample,
             "/api/training": self.training,
+            "/api/samples": self.samples,
         }.get(parts.path)
         if handler is None:
             raise NotFound(f"no endpoint {parts.path}", hint="see /api/info")
@@ -116,3 +117,13 @@ class ViewApp:
         if self.source.kind != "training":
             raise NotFound("not a training run", hint="/api/training is for training output_dirs")
         return training_data(self.source.path)
+
+    def samples(self, query: Mapping[str, str]) -> dict[str, Any]:
+        """The plans a training run sampled at one step (``step=N``)."""
+        if self.source.kind != "training":
+            raise NotFound("not a training run", hint="/api/samples is for training output_dirs")
+        try:
+            step = int(query.get("step", ""))
+        except ValueError:
+            raise NotFound("step= must be a step number", hint="see sample_steps in /api/training") from None
+        return {"step": step, "samples": step_samples(self.source.path, step)}

@@ -3,7 +3,9 @@
 The file embeds the same payloads the server's endpoints return, keyed as the page asks for them,
 with the scripts and styles inlined, so it opens from disk anywhere, offline. An eval run embeds the
 report, the whole sample table and the traces of its first :data:`MAX_EXPORT_SAMPLES` samples in
-table order (the page says when a sample's trace is not in the file).
+table order (the page says when a sample's trace is not in the file); a trace file its first
+:data:`MAX_EXPORT_SAMPLES` runs; a training run its series and the plans sampled at its last
+:data:`MAX_EXPORT_SAMPLES` steps.
 """
 
 from __future__ import annotations
@@ -58,7 +60,11 @@ def export_data(app: ViewApp, *, max_samples: int = MAX_EXPORT_SAMPLES) -> dict[
             params = {"run": entry["run_id"]}
             data[data_key("/api/sample", params)] = _get(app, "/api/sample", params)
     else:
-        data[data_key("/api/training")] = app.get("/api/training")
+        training = app.get("/api/training")
+        data[data_key("/api/training")] = training
+        for step in training["sample_steps"][-max_samples:]:
+            params = {"step": str(step)}
+            data[data_key("/api/samples", params)] = _get(app, "/api/samples", params)
     return data
 
 

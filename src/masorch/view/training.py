@@ -1,19 +1,22 @@
 """A training run directory (``masorch train grpo``) as page data: per-step series and the evaluations.
 
 ``log.jsonl`` has one line per trainer log (step, wall time, loss, reward, each reward component's
-mean, the ``plan/*`` figures: valid-plan rate, agents and calls per plan); ``report.json`` the steps,
-time per step and the before/after evaluation. A run still training has no report yet and may end
-in a torn line: both are fine.
+mean, the ``plan/*`` figures: valid-plan rate, agents and calls per plan); ``samples.jsonl`` one line
+per plan the policy sampled and the reward executed (step, question, plan text, outcome);
+``report.json`` the steps, time per step and the before/after evaluation. A run still training has
+no report yet and its logs may end in a torn line: both are fine.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from masorch.files import iter_jsonl, json_object, read_text
 from masorch.train.grpo import LOG_FILE, REPORT_FILE
+from masorch.train.samples import SAMPLES_FILE
 
 #: The series drawn first, in this order (any other numeric key follows, sorted).
 MAIN_SERIES = (
@@ -80,4 +83,17 @@ def training_data(directory: Path) -> dict[str, Any]:
         "summary": summary,
         "report": report,
         "evals": [name for name in EVAL_DIRS if (directory / name / "log.jsonl").is_file()],
+        "sample_steps": list(dict.fromkeys(s["step"] for s in _samples(directory))),
     }
+
+
+def _samples(directory: Path) -> Iterator[dict[str, Any]]:
+    path = directory / SAMPLES_FILE
+    if path.is_file():
+        for _, line in iter_jsonl(path, what="sampled plans", hint=_HINT, complete_only=True):
+            yield line
+
+
+def step_samples(directory: Path, step: int) -> list[dict[str, Any]]:
+    """The plans sampled (and executed) at ``step``, in the order they were logged."""
+    return [s for s in _samples(directory) if s.get("step") == step]

@@ -506,8 +506,24 @@
     if (data.evals.length) {
       parts.push(el("p", { class: "muted" }, "The evaluations are eval run directories: " + data.evals.map((e) => "masorch view " + info.path + "/" + e).join(" · ")));
     }
+    if (data.sample_steps.length) parts.push(el("h2", {}, "Sampled plans"), sampledPlans(data.sample_steps));
     if (Object.keys(data.summary).length) parts.push(el("h3", {}, "trainer summary"), el("pre", {}, JSON.stringify(data.summary, null, 2)));
     app.replaceChildren(...parts);
+  }
+
+  function sampledPlans(steps) {
+    const holder = el("div", { id: "sampled-plans" });
+    const select = el("select", { id: "sample-step", onchange: () => show(select.value) },
+      steps.map((s) => el("option", { value: String(s) }, "step " + s)));
+    select.value = String(steps[steps.length - 1]);
+    async function show(step) {
+      const data = await api("/api/samples", { step: String(step) });
+      holder.replaceChildren(table(["question", "DoM", "plan", "valid", "status", "answer / error", "agents", "calls", "tokens"],
+        data.samples.map((s) => [String(s.question).slice(0, 160), s.dom, el("pre", { class: "plan-text" }, s.plan), badge(s.valid ? "yes" : "no"),
+          badge(s.status), s.error || s.answer, s.agents, s.calls, s.tokens]), [6, 7, 8]));
+    }
+    show(select.value);
+    return el("div", { class: "card" }, el("div", { class: "filters" }, el("label", {}, "plans the policy sampled at", select)), holder);
   }
 
   route();
