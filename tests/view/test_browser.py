@@ -164,3 +164,25 @@ def test_a_training_run_draws_one_chart_per_series(browser: Any, tmp_path: Path,
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_run_still_being_written_is_followed(browser: Any, eval_run: Path) -> None:
+    log = eval_run / "log.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    held = lines.pop()
+    log.write_text("".join(lines) + held[:30])  # the last record is being written
+    server, _ = _serve(eval_run)
+    try:
+        view = Page(browser, server.url)
+        page = view.page
+        page.wait_for_selector("#sample-table tbody tr")
+        assert page.locator("tr.sample-row").count() == 5
+        assert "(in progress)" in page.locator("#status").text_content()
+        assert page.locator("#follow").is_checked()
+        log.write_text("".join(lines) + held)  # the write completes
+        page.wait_for_function("document.querySelectorAll('tr.sample-row').length === 6", timeout=15_000)
+        assert page.locator("#status").text_content() == "6 of 6 samples"
+        view.close()
+    finally:
+        server.shutdown()
+        server.server_close()

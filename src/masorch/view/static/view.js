@@ -17,6 +17,9 @@
   const charts = [];
   let runCache = null;
   const tableState = { page: 0, filters: {} };
+  const FOLLOW_MS = 3000;
+  let followOn = true;
+  let followTimer = null;
 
   // ---- data ---------------------------------------------------------------------------------------
 
@@ -108,6 +111,7 @@
   // ---- routing ------------------------------------------------------------------------------------
 
   async function route() {
+    clearTimeout(followTimer);
     clearCharts();
     const parts = location.hash.replace(/^#\/?/, "").split("/").map(decodeURIComponent);
     app.replaceChildren(el("p", { class: "muted" }, "loading…"));
@@ -133,11 +137,29 @@
     const live = run.done < run.expected;
     setStatus(run.done + " of " + run.expected + " samples" + (live ? " (in progress)" : ""));
     const reload = EMBEDDED ? null : el("button", { onclick: route, id: "reload" }, "reload");
+    // A run still being written is read again every few seconds while "follow" stays ticked.
+    const follow = live && !EMBEDDED ? el("label", { class: "muted" }, el("input", { type: "checkbox", id: "follow", checked: followOn }), " follow") : null;
+    if (follow) follow.firstChild.addEventListener("change", (e) => { followOn = e.target.checked; });
     // The table needs only the log; the report's bootstrap takes longer: it fills in when it comes.
     const holder = el("div", { id: "report-holder" }, el("p", { class: "muted" }, "computing the report…"));
-    app.replaceChildren(el("h2", {}, "Report ", reload), holder, el("h2", {}, "Samples"), sampleTable(run));
+    app.replaceChildren(el("h2", {}, "Report ", reload, " ", follow), holder, el("h2", {}, "Samples"), sampleTable(run));
+    if (live && !EMBEDDED) followTimer = setTimeout(() => refollow(info, holder), FOLLOW_MS);
     const report = await api("/api/report");
     if (document.body.contains(holder)) holder.replaceChildren(reportSection(report));
+  }
+
+  async function refollow(info, holder) {
+    if (!document.body.contains(holder)) return;
+    const fresh = followOn ? await api("/api/run") : runCache;
+    if (!document.body.contains(holder)) return;
+    if (fresh.done === runCache.done) {  // nothing new: keep the page (and the cursor in the search box)
+      followTimer = setTimeout(() => refollow(info, holder), FOLLOW_MS);
+      return;
+    }
+    const y = window.scrollY;
+    clearCharts();
+    await evalPage(info);
+    window.scrollTo(0, y);
   }
 
   function reportSection(report) {
