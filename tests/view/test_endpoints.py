@@ -49,7 +49,8 @@ def test_a_mas_sample_has_its_plan_graph_timeline_and_every_call(eval_run: Path)
     assert trace["run"]["question"].startswith("Item ")
     graph = trace["graph"]
     assert [n["id"] for n in graph["nodes"]] == list(PLAN_NODES)
-    assert {(e["src"], e["dst"]) for e in graph["edges"]} == {("first", "total"), ("second", "total")}
+    edges = {(e["src"], e["dst"]): e["implied"] for e in graph["edges"]}
+    assert edges == {("first", "total"): False, ("second", "total"): True}  # ${second} implied its flow
     assert [n["layer"] for n in graph["nodes"]] == [0, 0, 1]
     assert graph["critical_path"][-1] == "total" and len(graph["critical_path"]) == 2
     assert {n["status"] for n in graph["nodes"]} == {"ok"}

@@ -8,6 +8,7 @@ plan edges with the largest summed node time: the wall time a run cannot go belo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -104,6 +105,21 @@ def _plan_of(plans: Sequence[ev.PlanParsed | ev.PlanRejected], rounds: bool) -> 
     return list(parsed[-1].plan.get("agents", [])), list(parsed[-1].plan.get("flows", []))
 
 
+def _implied(plans: Sequence[ev.PlanParsed | ev.PlanRejected]) -> set[tuple[str, str]]:
+    """The flows the accepted plan's ``implied_flow`` diagnostics say a reference added."""
+    parsed = [p for p in plans if isinstance(p, ev.PlanParsed)]
+    found: set[tuple[str, str]] = set()
+    for d in parsed[-1].diagnostics if parsed else []:
+        match = _IMPLIED.search(str(d.get("message", ""))) if d.get("code") == "implied_flow" else None
+        if match is not None and d.get("where") == f"agent:{match.group(2)}":
+            found.add((match.group(1), match.group(2)))
+    return found
+
+
+#: The flow named by an ``implied_flow`` diagnostic's message (``... implies the flow a -> b, ...``).
+_IMPLIED = re.compile(r"implies the flow (\S+) -> (\S+),")
+
+
 def _graph(
     plans: Sequence[ev.PlanParsed | ev.PlanRejected], nodes: Mapping[str, Mapping[str, Any]], *, rounds: bool
 ) -> dict[str, Any]:
@@ -111,9 +127,11 @@ def _graph(
     agents, flows = _plan_of(plans, rounds)
     ids = [str(a.get("id")) for a in agents]
     ids += [n for n in nodes if n not in ids]  # nodes that ran without a plan (a SAS baseline)
+    # The accepted plan's flows hold the ones its references implied: its diagnostics say which.
+    implied = _implied(plans) if not rounds else set()
     edges: dict[tuple[str, str], bool] = {}
     for f in flows:
-        edges[(str(f.get("src")), str(f.get("dst")))] = False
+        edges[(str(f.get("src")), str(f.get("dst")))] = (str(f.get("src")), str(f.get("dst"))) in implied
     for a in agents:
         for ref in find_refs(str(a.get("task", ""))):
             if ref.target in ids and ref.target != a.get("id"):

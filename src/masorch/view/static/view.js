@@ -221,7 +221,7 @@
     const useCost = cells.some((c) => c.cost > 0);
     chart(div, {
       title: { text: "accuracy vs " + (useCost ? "cost" : "tokens") + " per sample", textStyle: { fontSize: 13 } },
-      tooltip: { formatter: (p) => p.data[2] + ": " + fmt(p.data[1], 1) + " % at " + fmt(p.data[0], useCost ? 4 : 0) },
+      tooltip: { formatter: (p) => escapeHtml(p.data[2]) + ": " + fmt(p.data[1], 1) + " % at " + fmt(p.data[0], useCost ? 4 : 0) },
       grid: { top: 40, left: 45, right: 30, bottom: 35 },
       xAxis: { type: "value", name: useCost ? "$" : "tokens", scale: true },
       yAxis: { type: "value", name: "accuracy %", min: 0, max: 100 },
@@ -402,7 +402,7 @@
   function graphChart(div, graph, calls, prefix) {
     const kinds = [...new Set(graph.nodes.map((n) => n.kind))];
     chart(div, {
-      tooltip: { formatter: (p) => p.dataType === "node" ? p.data.tip : p.data.source + " → " + p.data.target + (p.data.implied ? " (implied by a reference)" : "") },
+      tooltip: { formatter: (p) => p.dataType === "node" ? p.data.tip : escapeHtml(p.data.source + " → " + p.data.target) + (p.data.implied ? " (implied by a reference)" : "") },
       series: [{
         type: "graph", layout: "none", roam: true, symbol: "roundRect", symbolSize: [130, 46],
         left: 90, right: 90, top: 50, bottom: 50,
