@@ -41,6 +41,10 @@ def view_command(
     from masorch.view.server import ViewServer
 
     server = ViewServer(app, host, port)
+    if not server.loopback:
+        console.print(
+            Text(f"warning: listening on {host}: anyone who can reach it can read this run", style="yellow")
+        )
     console.print(Text(f"viewing {path} ({app.source.kind}) at {server.url} (Ctrl-C stops)"), highlight=False)
     if open_browser:
         import webbrowser

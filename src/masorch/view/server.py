@@ -48,6 +48,11 @@ class ViewServer(ThreadingHTTPServer):
         super().serve_forever(poll_interval)
 
     @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach the server."""
+        return str(self.server_address[0]) in _LOCAL_NAMES
+
+    @property
     def url(self) -> str:
         """The page's address."""
         host, port = self.server_address[:2]
@@ -76,7 +81,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _host_ok(self) -> bool:
         """Whether the Host header names this machine when the server listens on loopback only."""
-        if str(self.server.server_address[0]) not in _LOCAL_NAMES:
+        if not self.server.loopback:
             return True
         return (urlsplit(f"//{self.headers.get('Host', '')}").hostname or "") in _LOCAL_NAMES
 
