@@ -37,8 +37,8 @@ _HINT = "a training log has one JSON object per trainer log line (is this a `mas
 
 
 def is_training_dir(directory: Path) -> bool:
-    """Whether ``directory`` looks like a training output_dir (a report, or a log of step lines)."""
-    if (directory / REPORT_FILE).is_file():
+    """Whether ``directory`` looks like a training output_dir (a report, sampled plans, or step lines)."""
+    if (directory / REPORT_FILE).is_file() or (directory / SAMPLES_FILE).is_file():
         return True
     log = directory / LOG_FILE
     if not log.is_file():
@@ -55,7 +55,7 @@ def _number(value: Any) -> float | None:
 
 
 def training_data(directory: Path) -> dict[str, Any]:
-    """``{"steps", "series", "summary", "report", "evals"}`` of a training run as it is now."""
+    """``{"steps", "series", "summary", "report", "evals", "sample_steps"}`` of a training run now."""
     steps: list[int] = []
     series: dict[str, list[float | None]] = {}
     summary: dict[str, Any] = {}
