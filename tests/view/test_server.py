@@ -81,3 +81,13 @@ def test_the_vendored_chart_library_is_the_recorded_file() -> None:
     notice = (Path(__file__).parents[2] / "src/masorch/view/static/NOTICE.md").read_text()
     digest = hashlib.sha256(asset("echarts.min.js")).hexdigest()
     assert f"`{digest}`" in notice and "| 6.1.0 | Apache-2.0" in notice
+
+
+def test_a_line_damaged_later_is_an_error_the_page_shows(server: ViewServer) -> None:
+    log = server.app.source.path / "log.jsonl"
+    with log.open("a") as fh:
+        fh.write("{not json\n")
+    status, kind, body = _get(server, "/api/run")
+    error = json.loads(body)
+    assert status == 422 and kind.startswith("application/json")
+    assert "log.jsonl:8: not JSON" in error["error"] and "corrupted" in error["hint"]
