@@ -125,7 +125,8 @@ class RunSession:
                     status="cancelled" if cancelled else "error",
                     error="cancelled" if cancelled else _describe(exc),
                     attempts=attempts if isinstance(attempts, int) else 1,
-                )
+                ),
+                messages,
             )
             raise
         usage = completion.usage
@@ -140,11 +141,15 @@ class RunSession:
                 cost=usage.cost,
                 cached=completion.cached,
                 attempts=completion.attempts,
-            )
+            ),
+            messages,
+            completion,
         )
         return completion
 
-    def _record(self, record: CallRecord) -> None:
+    def _record(
+        self, record: CallRecord, messages: Sequence[Message], completion: Completion | None = None
+    ) -> None:
         self.ledger.record(record)
         self.emit(
             LlmCall,
@@ -158,6 +163,12 @@ class RunSession:
             cached=record.cached,
             attempts=record.attempts,
             error=record.error,
+            messages=[{"role": m.role, "content": m.content} for m in messages],
+            response=completion.text if completion is not None else "",
+            tool_calls=[
+                {"id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in (completion.tool_calls if completion is not None else ())
+            ],
         )
 
 
