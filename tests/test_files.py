@@ -9,7 +9,16 @@ import pytest
 
 from masorch.errors import UsageError
 from masorch.eval.systems import load_systems_file, systems_from_yaml
-from masorch.files import MAX_YAML_NODES, iter_lines, load_yaml, load_yaml_file, read_bytes, read_text
+from masorch.files import (
+    MAX_YAML_NODES,
+    iter_jsonl,
+    iter_line_spans,
+    iter_lines,
+    load_yaml,
+    load_yaml_file,
+    read_bytes,
+    read_text,
+)
 from masorch.train.config import load_config
 
 
@@ -119,3 +128,18 @@ def test_iter_lines_streams_with_a_cap_per_line(tmp_path):
     path.write_bytes(b"ok\n\xff\xfe\n")
     with pytest.raises(UsageError, match=r"line 2\) is not UTF-8"):
         list(iter_lines(path))
+
+
+def test_line_spans_give_byte_ranges_and_skip_a_torn_tail_on_request(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c"')
+    spans = list(iter_line_spans(path, complete_only=True))
+    assert [(s.number, s.start, s.end, s.text) for s in spans] == [
+        (1, 0, 9, '{"a": 1}'),
+        (2, 9, 18, '{"b": 2}'),
+    ]
+    resumed = list(iter_line_spans(path, start=9, first_number=2))
+    assert [(s.number, s.text) for s in resumed] == [(2, '{"b": 2}'), (3, '{"c"')]
+    assert [n for n, _ in iter_jsonl(path, hint="h", complete_only=True)] == [1, 2]
+    with pytest.raises(UsageError, match=r"x.jsonl:3: not JSON"):
+        list(iter_jsonl(path, hint="h"))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,13 +99,30 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX_TEXT
     return decode_text(read_bytes(path, what=what, max_bytes=max_bytes), str(path), what)
 
 
-def iter_lines(
-    path: str | Path, *, what: str = "file", max_line_bytes: int = MAX_LINE_BYTES
-) -> Iterator[tuple[int, str]]:
-    """``(line number, text)`` of each line of ``path``, streamed; each line is bounded and checked.
+@dataclass(frozen=True)
+class LineSpan:
+    """One line of a file: its number, its byte range ``[start, end)`` (newline included), its text."""
+
+    number: int
+    start: int
+    end: int
+    text: str
+
+
+def iter_line_spans(
+    path: str | Path,
+    *,
+    what: str = "file",
+    max_line_bytes: int = MAX_LINE_BYTES,
+    start: int = 0,
+    first_number: int = 1,
+    complete_only: bool = False,
+) -> Iterator[LineSpan]:
+    """Each line of ``path`` from byte ``start`` as a :class:`LineSpan`, streamed, bounded and checked.
 
     A line longer than ``max_line_bytes`` (an endless or binary file), a NUL byte or invalid UTF-8 is
-    a :class:`UsageError` naming the file and line. The trailing newline is stripped.
+    a :class:`UsageError` naming the file and line. The trailing newline is stripped from ``text``.
+    With ``complete_only``, a last line without its newline (a write still in progress) is left out.
     """
     path = Path(path)
     try:
@@ -112,7 +130,11 @@ def iter_lines(
     except OSError as exc:
         raise _open_error(path, what, exc) from None
     with fh:
-        number = 0
+        number, offset = first_number - 1, start
+        try:
+            fh.seek(start)
+        except OSError as exc:
+            raise _open_error(path, what, exc) from None
         while True:
             try:
                 raw = fh.readline(max_line_bytes + 1)
@@ -127,7 +149,19 @@ def iter_lines(
                     hint=f"is {path} a {what}? each record is one line",
                     code="input_too_large",
                 )
-            yield number, decode_text(raw.rstrip(b"\r\n"), f"{path} (line {number})", what)
+            if complete_only and not raw.endswith(b"\n"):
+                return
+            text = decode_text(raw.rstrip(b"\r\n"), f"{path} (line {number})", what)
+            yield LineSpan(number, offset, offset + len(raw), text)
+            offset += len(raw)
+
+
+def iter_lines(
+    path: str | Path, *, what: str = "file", max_line_bytes: int = MAX_LINE_BYTES, complete_only: bool = False
+) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` of each line of ``path``, streamed and bounded (:func:`iter_line_spans`)."""
+    for span in iter_line_spans(path, what=what, max_line_bytes=max_line_bytes, complete_only=complete_only):
+        yield span.number, span.text
 
 
 def json_object(text: str, where: str, *, item: str = "a record", hint: str) -> dict[str, Any]:
@@ -154,13 +188,17 @@ def iter_jsonl(
     item: str = "a record",
     hint: str,
     max_line_bytes: int = MAX_LINE_BYTES,
+    complete_only: bool = False,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` of each non-blank line of a JSONL file, streamed and bounded.
 
     The one JSONL reader: each line is bounded and decoded by :func:`iter_lines` and parsed by
-    :func:`json_object`, so every bad line is a :class:`UsageError` naming the file and line.
+    :func:`json_object`, so every bad line is a :class:`UsageError` naming the file and line. With
+    ``complete_only`` a torn last line (a file still being written) is left out, not an error.
     """
-    for number, line in iter_lines(path, what=what, max_line_bytes=max_line_bytes):
+    for number, line in iter_lines(
+        path, what=what, max_line_bytes=max_line_bytes, complete_only=complete_only
+    ):
         if line.strip():
             yield number, json_object(line, f"{path}:{number}", item=item, hint=hint)
 

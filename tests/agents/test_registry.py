@@ -57,7 +57,7 @@ def test_the_sandbox_can_start_here():
 
 
 def test_eval_and_train_offer_through_the_same_function():
-    from masorch.eval.environment import Environment, EnvSpec
+    from masorch.run.environment import Environment, EnvSpec
     from masorch.train.config import SourceConfig, TrainConfig
     from masorch.train.grpo import train_agents
 

@@ -189,6 +189,11 @@ CASES: list[tuple[str, Case, int, str]] = [
         2,
         "expands to more than",
     ),
+    ("view a missing path", lambda f, d: ["view", str(d / "absent")], 2, "no such file or directory"),
+    ("view a binary file", lambda f, d: ["view", str(f["binary_jsonl"])], 2, "is binary"),
+    ("view a garbage run log", lambda f, d: ["view", str(f["garbage_log_dir"])], 2, "not JSON"),
+    ("view a plain file", lambda f, d: ["view", str(f["a_file"])], 2, "not a masorch trace"),
+    ("view a bad port", lambda f, d: ["view", str(d), "--port", "70000"], 2, "is not a port"),
     (
         "unknown provider",
         lambda f, d: ["run", "q", "--orchestrator", "nope:CANARY-KEY"],

@@ -17,7 +17,7 @@ from masorch.errors import UsageError
 from masorch.eval.harness import EnvSpec, EvalOptions, evaluate
 from masorch.eval.log import RunLog
 from masorch.eval.sources import DataSource, resolve
-from masorch.eval.systems import parse_system, parse_systems, systems_from_yaml
+from masorch.eval.systems import parse_systems, systems_from_yaml
 
 
 def _env(**kw) -> EnvSpec:
@@ -98,7 +98,7 @@ def test_search_system_indexes_the_corpus_once_and_reuses_it(tmp_path: Path) -> 
     data = DataSource("sums-search", base.samples, "masbench", corpus)
     systems = parse_systems("sas:search", model="scripted:m")
     evaluate(systems, [data], tmp_path / "o", env_spec=_env())
-    index = tmp_path / "bm25-index"
+    index = tmp_path / "corpus.jsonl.index"
     assert index.is_dir()
     stamp = {p.name: p.stat().st_mtime_ns for p in index.iterdir()}
     tally = evaluate(systems, [data], tmp_path / "o2", env_spec=_env())
@@ -194,8 +194,7 @@ def test_bad_agent_parameters_stop_the_run_with_a_usage_error(tmp_path: Path) ->
 
 
 async def test_mas_systems_constrain_their_plans_with_the_offered_kinds() -> None:
-    from masorch.eval.environment import Environment
-    from masorch.eval.harness import run_system
+    from masorch.run import Environment, System, run
 
     plans = []
 
@@ -207,8 +206,8 @@ async def test_mas_systems_constrain_their_plans_with_the_offered_kinds() -> Non
     env = Environment(EnvSpec(backend_factory=lambda spec: ScriptedBackend(reply, name=spec)))
     try:
         for constrain in (True, False):
-            spec = parse_system("mas:high", model="scripted:m", constrain=constrain)
-            result = await run_system(spec, "Item 1. What is 2 plus 3?", env)
+            spec = System.parse("mas:high", model="scripted:m", constrain=constrain)
+            result = await run(spec, "Item 1. What is 2 plus 3?", env)
             assert result.status == "ok", result.error
     finally:
         await env.aclose()

@@ -193,7 +193,7 @@ async def test_run_deadline_cancels_running_and_unstarted_nodes():
     backend = ScriptedBackend(echo_last_line(), delay_s=1.0)
     plan = vplan([("a", "cot", "1"), ("b", "cot", "${a}")], [("a", "b")])
     t0 = time.perf_counter()
-    result = await run(plan, backend, deadline_s=0.1)
+    result = await run(plan, backend, timeout_s=0.1)
     assert time.perf_counter() - t0 < 0.5
     assert result.status == "timeout"
     assert "cancelled at the run deadline" in result.node_results["a"].error

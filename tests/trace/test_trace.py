@@ -156,3 +156,27 @@ async def test_an_openai_backend_key_never_reaches_the_trace(tmp_path):
     text = path.read_text()
     assert secret not in text and "SECRET" not in text
     assert {c.model for c in read_trace(path) if isinstance(c, LlmCall)} == {"vllm:echo"}
+
+
+async def test_llm_call_events_carry_messages_and_reply_and_a_torn_tail_is_left_out(tmp_path):
+    path = tmp_path / "trace.jsonl"
+    with TraceWriter(path) as writer:
+        await run_plan(
+            vplan([("a", "cot", "hi")]),
+            "Q?",
+            agents=registry(),
+            backends=RoleBackends(KeyedBackend("k")),
+            trace=writer,
+        )
+    [call] = [e for e in read_trace(path) if isinstance(e, LlmCall)]
+    assert (
+        call.response == "fine"
+        and call.messages[-1]["role"] == "user"
+        and "hi" in call.messages[-1]["content"]
+    )
+    complete = len(read_trace(path))
+    with path.open("a") as fh:
+        fh.write('{"schema_version": 1, "run_id": "x", "ty')
+    assert len(read_trace(path, complete_only=True)) == complete
+    with pytest.raises(UsageError, match="not JSON"):
+        read_trace(path)

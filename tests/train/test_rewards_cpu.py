@@ -149,3 +149,27 @@ def test_rewards_parse_in_the_dialect_the_orchestrator_was_asked_for(backend: Sc
             assert funcs["correctness"]([as_json], **rows(1)) == [expected]
         finally:
             r.close()
+
+
+def test_each_executed_batch_is_logged_once_with_its_plans(backend: ScriptedBackend, tmp_path) -> None:
+    import json
+
+    from masorch.train.samples import SampleLog
+
+    ex = PlanExecutor(default_registry(), RoleBackends(subagent=backend), RolloutSettings())
+    log = tmp_path / "samples.jsonl"
+    r = PlanRewards(ex, on_batch=SampleLog(log))
+    try:
+        cols = rows(3) | {"trainer_state": SimpleNamespace(global_step=7)}
+        funcs = {f.__name__: f for f in r.reward_funcs()}
+        funcs["correctness"]([COT, COT_B, "no plan here"], **dict(cols))
+        funcs["cost"]([COT, COT_B, "no plan here"], **dict(cols))  # the same batch: no new lines
+    finally:
+        r.close()
+    lines = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [(x["step"], x["plan"], x["valid"]) for x in lines] == [
+        (7, COT, True),
+        (7, COT_B, True),
+        (7, "no plan here", False),
+    ]
+    assert lines[1]["status"] == "ok" and lines[1]["answer"] == "17" and lines[2]["status"] == "invalid_plan"

@@ -93,7 +93,7 @@ async def test_per_plan_budget_stops_a_runaway_plan() -> None:
 
 
 async def test_per_plan_deadline_bounds_a_slow_plan() -> None:
-    ex = make_executor(ScriptedBackend(answer_17, delay_s=5.0), deadline_s=0.3)
+    ex = make_executor(ScriptedBackend(answer_17, delay_s=5.0), timeout_s=0.3)
     import time
 
     t0 = time.monotonic()

@@ -25,7 +25,8 @@ from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
 from masorch.eval.log import check_run_dir
 from masorch.eval.report import write_report
 from masorch.eval.sources import resolve_all
-from masorch.eval.systems import SystemSpec, budget_from, load_systems_file, parse_systems
+from masorch.eval.systems import load_systems_file, parse_systems
+from masorch.run.system import System
 from masorch.score.registry import canonical_scorer
 
 
@@ -55,7 +56,7 @@ def default_env_factory(args: EnvArgs) -> EnvSpec:
     )
 
 
-def _systems(systems: str | None, config: Path | None, defaults: dict[str, Any]) -> list[SystemSpec]:
+def _systems(systems: str | None, config: Path | None, defaults: dict[str, Any]) -> list[System]:
     if (systems is None) == (config is None):
         raise UsageError(
             "give exactly one of --systems and --config",
@@ -173,7 +174,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             "timeout_s": timeout,
         }
         if budget:
-            defaults["budget"] = budget if config is not None else budget_from(budget)
+            defaults["budget"] = budget
         specs = _systems(
             systems, config, {k: v for k, v in defaults.items() if v is not None} | {"model": model}
         )
@@ -226,7 +227,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
 
 def _run_with_progress(
     console: Console,
-    specs: list[SystemSpec],
+    specs: list[System],
     sources: list[Any],
     out: Path,
     options: EvalOptions,

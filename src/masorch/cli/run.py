@@ -7,11 +7,9 @@ inject scripted backends without touching any global: ``register(app, backend_fa
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +18,12 @@ from rich.console import Console
 from rich.live import Live
 
 from masorch.agents.base import AgentRegistry, Retriever
-from masorch.agents.registry import offered_registry
 from masorch.backends.base import Backend
 from masorch.backends.prices import PricedFactory, price_table
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
-from masorch.plan import DoM
-from masorch.run.budget import Budget
-from masorch.run.executor import RoleBackends
-from masorch.run.orchestrate import OrchestrateOptions, orchestrate
-from masorch.run.result import RunResult
-from masorch.run.rounds import RoundsOptions, run_rounds
+from masorch.run import Budget, Environment, EnvSpec, RunResult, System, run
+from masorch.run.environment import default_agents_factory, default_backend_factory, default_retriever_factory
 from masorch.trace.writer import CallbackSink, FanOut, TraceSink, TraceWriter
 
 #: The embedded model used when no model flag is given (runs offline once pulled).
@@ -40,61 +33,6 @@ BackendFactory = Callable[[str], Backend]
 #: Builds the sub-agent registry; the argument caps each sub-agent call's completion tokens.
 AgentsFactory = Callable[[int], AgentRegistry]
 RetrieverFactory = Callable[[Path], Retriever]
-
-
-def default_backend_factory(spec: str, *, threads: int | None = None, slots: int | None = None) -> Backend:
-    """A backend from a ``provider:model`` string through :mod:`masorch.backends.registry`.
-
-    ``threads`` and ``slots`` size the llama.cpp server of an embedded (``local:``) model.
-    """
-    from masorch.backends.registry import BackendSettings, make_backend
-
-    settings = BackendSettings(n_threads=threads)
-    if slots is not None:
-        settings = dataclasses.replace(settings, slots=slots)
-    return make_backend(spec, settings=settings)
-
-
-def default_agents_factory(max_tokens: int) -> AgentRegistry:
-    """The built-in sub-agents (:func:`masorch.agents.default_registry`)."""
-    from masorch.agents import default_registry
-
-    return default_registry(max_tokens=max_tokens)
-
-
-def default_retriever_factory(path: Path) -> Retriever:
-    """A BM25 corpus: a saved index directory, or a JSONL file (its index cached beside it)."""
-    from masorch.agents.corpus import BM25Corpus
-
-    if path.is_dir():
-        return BM25Corpus.load(path)
-    if not path.is_file():
-        raise UsageError(f"no corpus at {path}", hint="pass a JSONL corpus file or a saved index directory")
-    return BM25Corpus.open(path, path.with_name(path.name + ".index"))
-
-
-@dataclass(frozen=True)
-class RunArgs:
-    """The parsed flags of one ``masorch run``."""
-
-    question: str
-    dom: DoM
-    orchestrator: str
-    subagent: str
-    judge: str | None
-    agent_models: tuple[str, ...]
-    dialect: str
-    repair: int
-    trace: Path | None
-    as_json: bool
-    budget: Budget
-    timeout_s: float | None
-    node_timeout_s: float | None
-    corpus: Path | None
-    mode: str = "plan"
-    max_rounds: int = 3
-    max_tokens: int = 1024
-    constrain: bool = True
 
 
 def register(
@@ -159,146 +97,57 @@ def register(
             raise UsageError(f"--dom must be low or high, got {dom!r}", hint="use --dom low or --dom high")
         if mode not in ("plan", "rounds"):
             raise UsageError(f"unknown mode {mode!r}", hint="use --mode plan or --mode rounds")
-        if dialect not in ("calls", "json", "xml"):
-            raise UsageError(f"unknown dialect {dialect!r}", hint="use --dialect calls, json or xml")
-        sub = subagent or orchestrator or DEFAULT_MODEL
-        args = RunArgs(
-            question=question,
-            dom=DoM(dom),
+        system = System.parse(
+            "mas:rounds" if mode == "rounds" else f"mas:{dom}",
+            model=subagent or orchestrator or DEFAULT_MODEL,
             orchestrator=orchestrator or subagent or DEFAULT_MODEL,
-            subagent=sub,
             judge=judge,
-            agent_models=tuple(agent_model),
+            agent_models=dict(_kind_model(s) for s in agent_model),
             dialect=dialect,
             repair=repair,
-            trace=trace,
-            as_json=as_json,
+            constrain=constrain,
+            plan_tokens=max_tokens,
             budget=Budget(max_calls=budget_calls, max_tokens=budget_tokens, max_cost=budget_cost),
             timeout_s=timeout,
             node_timeout_s=node_timeout,
-            corpus=corpus,
-            mode=mode,
             max_rounds=max_rounds,
-            max_tokens=max_tokens,
-            constrain=constrain,
         )
-        factory = backend_factory or functools.partial(default_backend_factory, threads=threads, slots=slots)
-        result = asyncio.run(
-            _run(
-                args,
-                PricedFactory(factory, price_table(files=prices, flags=price)),
-                agents_factory or default_agents_factory,
-                retriever_factory or default_retriever_factory,
-            )
+        env = EnvSpec(
+            backend_factory=PricedFactory(
+                backend_factory or functools.partial(default_backend_factory, n_threads=threads, slots=slots),
+                price_table(files=prices, flags=price),
+            ),
+            agents_factory=functools.partial(agents_factory or default_agents_factory, max_tokens),
+            retriever_factory=retriever_factory or default_retriever_factory,
         )
+        result = asyncio.run(_run(system, question, env, corpus=corpus, trace=trace, as_json=as_json))
         if not result.ok:
             raise typer.Exit(1)
 
 
 async def _run(
-    args: RunArgs,
-    make_backend: BackendFactory,
-    make_agents: AgentsFactory,
-    make_retriever: RetrieverFactory,
+    system: System, question: str, spec: EnvSpec, *, corpus: Path | None, trace: Path | None, as_json: bool
 ) -> RunResult:
-    per_kind_specs = dict(_kind_model(s) for s in args.agent_models)
-    retriever = make_retriever(args.corpus) if args.corpus is not None else None
-    # Only the kinds this run can execute are offered: no search without a corpus, no python
-    # where the sandbox cannot start.
-    agents = offered_registry(make_agents(args.max_tokens), retriever=retriever is not None)
-    unknown = sorted(k for k in per_kind_specs if k not in agents)
-    if unknown:
-        raise UsageError(
-            f"--agent-model names unknown kinds: {', '.join(unknown)}",
-            hint=f"kinds: {list(agents.catalogue())}",
-        )
-    # One backend per distinct model string, so a local model is loaded once for every role.
-    cache: dict[str, Backend] = {}
-
-    def backend(spec: str) -> Backend:
-        if spec not in cache:
-            cache[spec] = make_backend(spec)
-        return cache[spec]
-
+    env = Environment(spec)
+    writer = TraceWriter(trace) if trace is not None else None
     try:
-        roles = RoleBackends(
-            subagent=backend(args.subagent),
-            per_kind={k: backend(v) for k, v in per_kind_specs.items()},
-            judge=backend(args.judge) if args.judge else None,
-        )
-        console = Console(emoji=False)
-        writer = TraceWriter(args.trace) if args.trace is not None else None
-        try:
-            if args.as_json:
-                sinks: list[TraceSink] = [writer] if writer else []
-                result = await _answer(
-                    args, backend(args.orchestrator), roles, agents, FanOut(sinks), retriever
-                )
-                typer.echo(json.dumps(json_summary(result), ensure_ascii=False))
-                return result
-            view = LiveView(console)
-            sinks = [CallbackSink(view.on_event), *([writer] if writer else [])]
-            with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
-                view.live = live
-                result = await _answer(
-                    args, backend(args.orchestrator), roles, agents, FanOut(sinks), retriever
-                )
-            console.line()
-            show_result(console, result)
+        if as_json:
+            result = await run(system, question, env, trace=FanOut([writer] if writer else []), corpus=corpus)
+            typer.echo(json.dumps(json_summary(result), ensure_ascii=False))
             return result
-        finally:
-            if writer is not None:
-                writer.close()
+        console = Console(emoji=False)
+        view = LiveView(console)
+        sinks: list[TraceSink] = [CallbackSink(view.on_event), *([writer] if writer else [])]
+        with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
+            view.live = live
+            result = await run(system, question, env, trace=FanOut(sinks), corpus=corpus)
+        console.line()
+        show_result(console, result)
+        return result
     finally:
-        for b in cache.values():
-            await b.aclose()
-
-
-async def _answer(
-    args: RunArgs,
-    orchestrator: Backend,
-    roles: RoleBackends,
-    agents: AgentRegistry,
-    trace: TraceSink,
-    retriever: Retriever | None,
-) -> RunResult:
-    """Run the chosen mode: one holistic plan, or rounds of agent tool calls."""
-    if args.mode == "rounds":
-        rounds = RoundsOptions(
-            max_rounds=args.max_rounds,
-            budget=args.budget,
-            deadline_s=args.timeout_s,
-            node_timeout_s=args.node_timeout_s,
-            max_tokens=args.max_tokens,
-        )
-        return await run_rounds(
-            args.question,
-            orchestrator=orchestrator,
-            backends=roles,
-            agents=agents,
-            options=rounds,
-            trace=trace,
-            retriever=retriever,
-        )
-    options = OrchestrateOptions(
-        dom=args.dom,
-        dialect=args.dialect,  # type: ignore[arg-type]  # checked in run_cmd
-        repair=args.repair,
-        budget=args.budget,
-        deadline_s=args.timeout_s,
-        node_timeout_s=args.node_timeout_s,
-        max_plan_tokens=args.max_tokens,
-        constrain=args.constrain,
-    )
-    return await orchestrate(
-        args.question,
-        orchestrator=orchestrator,
-        backends=roles,
-        agents=agents,
-        options=options,
-        trace=trace,
-        retriever=retriever,
-    )
+        if writer is not None:
+            writer.close()
+        await env.aclose()
 
 
 def json_summary(result: RunResult) -> dict[str, Any]:

@@ -19,19 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import MasorchError
-from masorch.eval.environment import (
-    Environment,
-    EnvSpec,
-    default_agents_factory,
-    default_backend_factory,
-    default_retriever_factory,
-    sas_plan,
-)
-from masorch.eval.item import Recorder, WorkItem, failed_record, run_item, run_system, work_items
+from masorch.eval.item import Recorder, WorkItem, failed_record, run_item, work_items
 from masorch.eval.log import RunLog
 from masorch.eval.sources import DataSource
-from masorch.eval.systems import SystemSpec
 from masorch.redact import redact
+from masorch.run.environment import Environment, EnvSpec
+from masorch.run.system import System
 from masorch.trace.events import Event
 
 logger = logging.getLogger(__name__)
@@ -42,15 +35,10 @@ __all__ = [
     "EvalOptions",
     "Tally",
     "WorkItem",
-    "default_agents_factory",
-    "default_backend_factory",
-    "default_retriever_factory",
     "evaluate",
     "failed_record",
     "run_item",
     "run_local",
-    "run_system",
-    "sas_plan",
     "work_items",
 ]
 
@@ -135,7 +123,7 @@ class EvalOptions:
 
 
 def evaluate(
-    systems: Sequence[SystemSpec],
+    systems: Sequence[System],
     sources: Sequence[DataSource],
     out: Path,
     *,
@@ -189,7 +177,7 @@ def evaluate(
 
 
 async def _run_local_env(
-    items: list[WorkItem], spec: EnvSpec, record: Recorder, concurrency: int, systems: Sequence[SystemSpec]
+    items: list[WorkItem], spec: EnvSpec, record: Recorder, concurrency: int, systems: Sequence[System]
 ) -> None:
     env = Environment(spec)
     try:

@@ -10,7 +10,6 @@ both run items through here.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import socket
@@ -20,23 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from masorch.agents.base import Retriever
 from masorch.eval.datasets import Sample
-from masorch.eval.environment import (
-    Environment,
-)
 from masorch.eval.log import HARNESS_FAILED, sample_key
 from masorch.eval.record import EvalRecord
 from masorch.eval.sources import DataSource
-from masorch.eval.systems import SystemSpec
-from masorch.plan import DoM
-from masorch.run.executor import Executor, RoleBackends
-from masorch.run.orchestrate import OrchestrateOptions, orchestrate
+from masorch.run.environment import Environment
+from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
-from masorch.run.session import RunSession
+from masorch.run.system import System
 from masorch.score.registry import reads_reply
 from masorch.score.scorer import Score, score_async
-from masorch.trace.events import Event, RunStarted
+from masorch.trace.events import Event
 from masorch.trace.writer import CallbackSink
 
 logger = logging.getLogger(__name__)
@@ -46,7 +39,7 @@ logger = logging.getLogger(__name__)
 class WorkItem:
     """One system on one sample of one dataset."""
 
-    system: SystemSpec
+    system: System
     dataset: str
     sample: Sample
     scorer: str
@@ -58,7 +51,7 @@ class WorkItem:
         return sample_key(self.system.name, self.dataset, self.sample.id)
 
 
-def work_items(systems: Sequence[SystemSpec], sources: Sequence[DataSource]) -> list[WorkItem]:
+def work_items(systems: Sequence[System], sources: Sequence[DataSource]) -> list[WorkItem]:
     """Every (system, sample) pair, dataset by dataset, sample-major so systems progress together."""
     return [
         WorkItem(system, src.name, sample, src.scorer, src.corpus)
@@ -66,60 +59,6 @@ def work_items(systems: Sequence[SystemSpec], sources: Sequence[DataSource]) -> 
         for sample in src.samples
         for system in systems
     ]
-
-
-def _roles(system: SystemSpec, env: Environment) -> RoleBackends:
-    return RoleBackends(
-        subagent=env.backend(system.model),
-        per_kind={k: env.backend(m) for k, m in system.agent_models.items()},
-        judge=env.backend(system.judge) if system.judge else None,
-    )
-
-
-async def run_system(
-    system: SystemSpec,
-    question: str,
-    env: Environment,
-    *,
-    trace: CallbackSink | None = None,
-    retriever: Retriever | None = None,
-) -> RunResult:
-    """Run ``system`` on ``question``: one sub-agent directly (sas) or orchestrate-then-execute (mas)."""
-    agents = env.agents()
-    roles = _roles(system, env)
-    if system.is_sas:
-        validated = env.sas_plan(system)
-        session = RunSession(system.budget, trace=trace, deadline_s=system.timeout_s)
-        session.emit(
-            RunStarted,
-            question=question,
-            mode=f"sas:{system.variant}",
-            models={"subagent": roles.subagent.model_id},
-            budget={k: v for k, v in vars(system.budget).items()},
-        )
-        executor = Executor(agents, roles, session, node_timeout_s=system.node_timeout_s, retriever=retriever)
-        result = await executor.execute(validated, question)
-        session.finish(result)
-        return dataclasses.replace(result, plan=validated.plan)
-    options = OrchestrateOptions(
-        dom=DoM(system.variant),
-        dialect=system.dialect,  # type: ignore[arg-type]  # checked by SystemSpec
-        repair=system.repair,
-        constrain=system.constrain,
-        max_plan_tokens=system.plan_tokens,
-        budget=system.budget,
-        deadline_s=system.timeout_s,
-        node_timeout_s=system.node_timeout_s,
-    )
-    return await orchestrate(
-        question,
-        orchestrator=env.backend(system.orchestrator_model),
-        backends=roles,
-        agents=env.offered_agents(retriever=retriever is not None),
-        options=options,
-        trace=trace,
-        retriever=retriever,
-    )
 
 
 async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], list[Event]]:
@@ -132,8 +71,7 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
     verdict: Score | None = None
     status, error = HARNESS_FAILED, ""
     try:
-        retriever = env.retriever(item.corpus) if item.corpus is not None else None
-        result = await run_system(item.system, sample.question, env, trace=sink, retriever=retriever)
+        result = await run(item.system, sample.question, env, trace=sink, corpus=item.corpus)
         status, error = result.status, result.error
         if result.ok:
             scorer = env.scorer(item.scorer)

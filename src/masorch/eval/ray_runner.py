@@ -1,7 +1,7 @@
 """Scale-out: run work items as Ray tasks on an existing cluster (or a local Ray when no address).
 
-Each Ray worker builds its own :class:`~masorch.eval.environment.Environment` from the picklable
-:class:`~masorch.eval.environment.EnvSpec` (once per worker actor) and runs items with
+Each Ray worker builds its own :class:`~masorch.run.environment.Environment` from the picklable
+:class:`~masorch.run.environment.EnvSpec` (once per worker actor) and runs items with
 :func:`~masorch.eval.item.run_item`, exactly as a local run does. Records and trace events come
 back to the driver, which writes them to the same log and trace file as a local run, in the order
 they finish, so the log and the report do not depend on where samples ran.
@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from masorch.errors import UsageError, require_extra
-from masorch.eval.environment import Environment, EnvSpec
 from masorch.eval.item import Recorder, WorkItem, failed_record, run_item
+from masorch.run.environment import Environment, EnvSpec
 
 logger = logging.getLogger(__name__)
 

@@ -27,8 +27,6 @@ from masorch.eval.datasets.hub import HUB_CACHE, PREFIX, load_hub_rows, parse_hf
 from masorch.eval.datasets.rows import read_rows
 from masorch.score.registry import canonical_scorer
 
-INDEX_DIR = "bm25-index"
-
 
 @dataclass(frozen=True)
 class DataSource:
@@ -196,8 +194,3 @@ def resolve_all(specs: Sequence[str], **kwargs: Any) -> list[DataSource]:
     if len(set(names)) != len(names):
         raise UsageError(f"two --data entries share a label: {names}", hint="rename one of the files")
     return sources
-
-
-def index_dir_for(corpus: Path) -> Path:
-    """Where the BM25 index of ``corpus`` is saved (next to it, in the data cache)."""
-    return corpus.parent / INDEX_DIR

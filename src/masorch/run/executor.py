@@ -32,7 +32,7 @@ from masorch.plan.refs import RefField, find_refs, substitute
 from masorch.run.budget import Budget
 from masorch.run.result import RunResult, RunStatus
 from masorch.run.session import RunSession
-from masorch.trace.events import NodeFinished, NodeStarted, RunStarted, UsageSummary
+from masorch.trace.events import NodeFinished, NodeStarted, UsageSummary
 from masorch.trace.writer import TraceSink
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,15 @@ class RoleBackends:
     subagent: Backend
     per_kind: Mapping[str, Backend] = field(default_factory=dict)
     judge: Backend | None = None
+
+    def models(self, orchestrator: Backend | None = None) -> dict[str, str]:
+        """Role -> model id (the ``models`` of a run_started event), the orchestrator's if given."""
+        models = {"orchestrator": orchestrator.model_id} if orchestrator is not None else {}
+        models["subagent"] = self.subagent.model_id
+        if self.judge is not None:
+            models["judge"] = self.judge.model_id
+        models.update({f"subagent.{k}": b.model_id for k, b in self.per_kind.items()})
+        return models
 
     def for_node(self, kind: str, role: AgentRole) -> Backend:
         """The backend a call of this role from a node of this kind goes to."""
@@ -359,23 +368,19 @@ async def run_plan(
     backends: RoleBackends,
     budget: Budget | None = None,
     trace: TraceSink | None = None,
-    deadline_s: float | None = None,
+    timeout_s: float | None = None,
     node_timeout_s: float | None = None,
     retriever: Retriever | None = None,
+    mode: str = "execute",
 ) -> RunResult:
-    """Execute an already validated plan as a whole run (run_started ... run_finished events)."""
-    session = RunSession(budget, trace=trace, deadline_s=deadline_s)
-    session.emit(
-        RunStarted,
-        question=question,
-        mode="execute",
-        dom=validated.dom.value,
-        models={"subagent": backends.subagent.model_id}
-        | ({"judge": backends.judge.model_id} if backends.judge is not None else {})
-        | {f"subagent.{k}": b.model_id for k, b in backends.per_kind.items()},
-        budget=dataclasses.asdict(session.ledger.budget),
-    )
-    executor = Executor(agents, backends, session, node_timeout_s=node_timeout_s, retriever=retriever)
-    result = await executor.execute(validated, question)
-    session.finish(result)
-    return result
+    """Execute an already validated plan as a whole run (run_started ... run_finished events).
+
+    ``mode`` labels the run in its run_started event (``sas:cot`` for a single-agent baseline).
+    """
+    session = RunSession(budget, trace=trace, deadline_s=timeout_s)
+
+    async def body(session: RunSession) -> RunResult:
+        executor = Executor(agents, backends, session, node_timeout_s=node_timeout_s, retriever=retriever)
+        return await executor.execute(validated, question)
+
+    return await session.run(question, body, mode=mode, dom=validated.dom.value, models=backends.models())

@@ -17,7 +17,7 @@ from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message
-from masorch.errors import BudgetExceeded, MasorchError
+from masorch.errors import BudgetExceeded, MasorchError, UsageError
 from masorch.plan import Diagnostic, DoM, Limits, check, repair_message
 from masorch.plan.catalogue import KindSignature, ParamSpec
 from masorch.plan.grammar import plan_grammar
@@ -30,7 +30,8 @@ from masorch.run.executor import Executor, RoleBackends
 from masorch.run.response import plan_text
 from masorch.run.result import RunResult, RunStatus
 from masorch.run.session import RunSession
-from masorch.trace.events import PlanParsed, PlanRejected, RunStarted
+from masorch.run.system import System
+from masorch.trace.events import PlanParsed, PlanRejected
 from masorch.trace.writer import TraceSink
 
 logger = logging.getLogger(__name__)
@@ -49,19 +50,38 @@ class OrchestrateOptions:
     constraint where the backend supports one (:func:`plan_generate_config`; off: free decoding, the
     paper's setting); ``repair`` is how many times a rejected plan is sent back with its
     diagnostics (0: one shot).
-    ``deadline_s`` bounds the whole run, orchestrator call included; ``node_timeout_s`` each node.
+    ``timeout_s`` bounds the whole run, orchestrator call included; ``node_timeout_s`` each node.
+    :meth:`of` derives them from a :class:`~masorch.run.system.System`.
     """
 
     dom: DoM = DoM.HIGH
     dialect: Dialect = "calls"
     repair: int = 0
     budget: Budget = field(default_factory=Budget)
-    deadline_s: float | None = None
+    timeout_s: float | None = None
     node_timeout_s: float | None = None
     limits: Limits = field(default_factory=Limits)
     max_plan_tokens: int = 1024
     temperature: float = 0.0
     constrain: bool = True
+
+    @classmethod
+    def of(cls, system: System) -> OrchestrateOptions:
+        """The options of a one-step-plan system (``mas:low`` / ``mas:high``)."""
+        if system.dom is None:
+            raise UsageError(
+                f"{system.name} does not write a one-step plan", hint="use a mas:low or mas:high system"
+            )
+        return cls(
+            dom=system.dom,
+            dialect=system.dialect,
+            repair=system.repair,
+            constrain=system.constrain,
+            max_plan_tokens=system.plan_tokens,
+            budget=system.budget,
+            timeout_s=system.timeout_s,
+            node_timeout_s=system.node_timeout_s,
+        )
 
 
 def orchestrator_messages(
@@ -193,19 +213,15 @@ async def orchestrate(
 ) -> RunResult:
     """Plan with the orchestrator, check the plan, execute it and return the run's result."""
     opts = options or OrchestrateOptions()
-    session = RunSession(opts.budget, trace=trace, deadline_s=opts.deadline_s)
-    session.emit(
-        RunStarted,
-        question=question,
-        mode="orchestrate",
-        dom=opts.dom.value,
-        dialect=opts.dialect,
-        models=_models(orchestrator, backends),
-        budget=dataclasses.asdict(opts.budget),
+    session = RunSession(opts.budget, trace=trace, deadline_s=opts.timeout_s)
+
+    async def body(session: RunSession) -> RunResult:
+        return await _plan_and_run(question, orchestrator, backends, agents, opts, session, retriever)
+
+    models = backends.models(orchestrator)
+    return await session.run(
+        question, body, mode="orchestrate", dom=opts.dom.value, dialect=opts.dialect, models=models
     )
-    result = await _plan_and_run(question, orchestrator, backends, agents, opts, session, retriever)
-    session.finish(result)
-    return result
 
 
 async def _plan_and_run(
@@ -231,7 +247,7 @@ async def _plan_and_run(
         except MasorchError as exc:  # a backend failure (retries, if any, are the backend's)
             return _stopped(session, "error", f"orchestrator: {exc}", text, diagnostics)
         except asyncio.TimeoutError:
-            error = f"run deadline of {opts.deadline_s:g} s passed while planning"
+            error = f"run deadline of {opts.timeout_s:g} s passed while planning"
             return _stopped(session, "timeout", error, text, diagnostics)
         text, dialect = plan_text(completion, opts.dialect)
         checked = check(text, opts.dom, catalogue, dialect, opts.limits)
@@ -286,14 +302,6 @@ def _stopped(
         plan_text=text,
         run_id=session.run_id,
     )
-
-
-def _models(orchestrator: Backend, backends: RoleBackends) -> dict[str, str]:
-    models = {"orchestrator": orchestrator.model_id, "subagent": backends.subagent.model_id}
-    if backends.judge is not None:
-        models["judge"] = backends.judge.model_id
-    models.update({f"subagent.{k}": b.model_id for k, b in backends.per_kind.items()})
-    return models
 
 
 def param_json_schema(ptype: str) -> dict[str, Any]:

@@ -9,7 +9,6 @@ results come back with an explicit status, and the orchestrator calls more or ca
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import logging
 from dataclasses import dataclass, field
@@ -26,7 +25,8 @@ from masorch.run.executor import Executor, RoleBackends
 from masorch.run.orchestrate import param_json_schema
 from masorch.run.result import RunResult, RunStatus
 from masorch.run.session import RunSession
-from masorch.trace.events import PlanParsed, RunStarted
+from masorch.run.system import System
+from masorch.trace.events import PlanParsed
 from masorch.trace.writer import TraceSink
 
 logger = logging.getLogger(__name__)
@@ -41,10 +41,22 @@ class RoundsOptions:
     max_rounds: int = 3
     max_calls_per_round: int = 4
     budget: Budget = field(default_factory=Budget)
-    deadline_s: float | None = None
+    timeout_s: float | None = None
     node_timeout_s: float | None = None
     temperature: float = 0.0
     max_tokens: int = 1024
+
+    @classmethod
+    def of(cls, system: System) -> RoundsOptions:
+        """The options of a ``mas:rounds`` system (``plan_tokens`` caps each orchestrator turn)."""
+        return cls(
+            max_rounds=system.max_rounds,
+            max_calls_per_round=system.max_calls_per_round,
+            budget=system.budget,
+            timeout_s=system.timeout_s,
+            node_timeout_s=system.node_timeout_s,
+            max_tokens=system.plan_tokens,
+        )
 
 
 def tool_specs(catalogue: Catalogue) -> tuple[ToolSpec, ...]:
@@ -80,18 +92,14 @@ async def run_rounds(
 ) -> RunResult:
     """Answer ``question`` by rounds of parallel sub-agent tool calls chosen by the orchestrator."""
     opts = options or RoundsOptions()
-    session = RunSession(opts.budget, trace=trace, deadline_s=opts.deadline_s)
-    session.emit(
-        RunStarted,
-        question=question,
-        mode="rounds",
-        models={"orchestrator": orchestrator.model_id, "subagent": backends.subagent.model_id},
-        budget=dataclasses.asdict(opts.budget),
-    )
-    executor = Executor(agents, backends, session, node_timeout_s=opts.node_timeout_s, retriever=retriever)
-    result = await _Rounds(question, orchestrator, agents, opts, session, executor).go()
-    session.finish(result)
-    return result
+    session = RunSession(opts.budget, trace=trace, deadline_s=opts.timeout_s)
+
+    async def body(session: RunSession) -> RunResult:
+        timeout = opts.node_timeout_s
+        executor = Executor(agents, backends, session, node_timeout_s=timeout, retriever=retriever)
+        return await _Rounds(question, orchestrator, agents, opts, session, executor).go()
+
+    return await session.run(question, body, mode="rounds", models=backends.models(orchestrator))
 
 
 class _Rounds:
@@ -138,7 +146,7 @@ class _Rounds:
             except MasorchError as exc:
                 return self._result("error", error=f"orchestrator: {exc}")
             except asyncio.TimeoutError:
-                return self._result("timeout", error=f"run deadline of {self.opts.deadline_s:g} s passed")
+                return self._result("timeout", error=f"run deadline of {self.opts.timeout_s:g} s passed")
             calls = list(completion.tool_calls)
             final = next((c for c in calls if c.name == FINAL_TOOL), None)
             if final is not None:

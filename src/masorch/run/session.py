@@ -8,9 +8,10 @@ itself); the gate never retries, so a call is never retried twice over.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message
@@ -18,7 +19,7 @@ from masorch.errors import MasorchError
 from masorch.redact import redact
 from masorch.run.budget import Budget, CallRecord, CallRole, Ledger
 from masorch.run.result import RunResult
-from masorch.trace.events import EventBase, LlmCall, RunFinished, UsageSummary
+from masorch.trace.events import EventBase, LlmCall, RunFinished, RunStarted, UsageSummary
 from masorch.trace.writer import TraceSink
 
 
@@ -60,6 +61,30 @@ class RunSession:
         if self.trace is not None:
             self.trace.emit(event_type(run_id=self.run_id, **fields))  # type: ignore[arg-type]
 
+    async def run(
+        self,
+        question: str,
+        body: Callable[[RunSession], Awaitable[RunResult]],
+        *,
+        mode: str,
+        models: Mapping[str, str],
+        dom: str | None = None,
+        dialect: str | None = None,
+    ) -> RunResult:
+        """The lifecycle of every run: the run_started event, ``body``, the run_finished event."""
+        self.emit(
+            RunStarted,
+            question=question,
+            mode=mode,
+            dom=dom,
+            dialect=dialect,
+            models=dict(models),
+            budget=dataclasses.asdict(self.ledger.budget),
+        )
+        result = await body(self)
+        self.finish(result)
+        return result
+
     def finish(self, result: RunResult) -> None:
         """Emit the run_finished event of ``result``."""
         self.emit(
@@ -100,7 +125,8 @@ class RunSession:
                     status="cancelled" if cancelled else "error",
                     error="cancelled" if cancelled else _describe(exc),
                     attempts=attempts if isinstance(attempts, int) else 1,
-                )
+                ),
+                messages,
             )
             raise
         usage = completion.usage
@@ -115,11 +141,15 @@ class RunSession:
                 cost=usage.cost,
                 cached=completion.cached,
                 attempts=completion.attempts,
-            )
+            ),
+            messages,
+            completion,
         )
         return completion
 
-    def _record(self, record: CallRecord) -> None:
+    def _record(
+        self, record: CallRecord, messages: Sequence[Message], completion: Completion | None = None
+    ) -> None:
         self.ledger.record(record)
         self.emit(
             LlmCall,
@@ -133,6 +163,12 @@ class RunSession:
             cached=record.cached,
             attempts=record.attempts,
             error=record.error,
+            messages=[{"role": m.role, "content": m.content} for m in messages],
+            response=completion.text if completion is not None else "",
+            tool_calls=[
+                {"id": c.id, "name": c.name, "arguments": c.arguments}
+                for c in (completion.tool_calls if completion is not None else ())
+            ],
         )
 
 

@@ -107,7 +107,7 @@ class NodeFinished(EventBase):
 
 
 class LlmCall(EventBase):
-    """One LLM call through the budget gate (ok or failed)."""
+    """One LLM call through the budget gate (ok or failed): its usage, and its messages and reply."""
 
     type: Literal["llm_call"] = "llm_call"
     role: Literal["orchestrator", "subagent", "judge"]
@@ -120,6 +120,9 @@ class LlmCall(EventBase):
     cached: bool = False
     attempts: int = 1
     error: str = ""
+    messages: list[dict[str, str]] = Field(default_factory=list, description="the request: role and content")
+    response: str = Field(default="", description="the reply's text ('' for a failed call)")
+    tool_calls: list[dict[str, str]] = Field(default_factory=list, description="the reply's tool calls")
 
 
 class RunFinished(EventBase):

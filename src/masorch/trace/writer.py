@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO, Any, Protocol
 
 from pydantic import ValidationError
 
@@ -112,30 +112,42 @@ class TraceWriter:
         self.close()
 
 
-def read_trace(path: str | Path) -> list[Event]:
-    """Every event of a JSONL trace, typed; a bad line or unknown schema version is a UsageError."""
+def read_trace(path: str | Path, *, complete_only: bool = False) -> list[Event]:
+    """Every event of a JSONL trace, typed; a bad line or unknown schema version is a UsageError.
+
+    With ``complete_only`` a torn last line (a trace still being written) is left out.
+    """
     p = Path(path)
-    events: list[Event] = []
-    for number, raw in iter_jsonl(
-        p,
-        what="trace",
-        item="an event",
-        hint="a trace has one JSON event per line (is this a masorch trace?)",
-    ):
-        version = raw.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise UsageError(
-                f"{p}:{number}: unknown trace schema version {version!r} "
-                f"(this masorch reads {SCHEMA_VERSION})",
-                hint="read it with the masorch version that wrote it",
-            )
-        try:
-            events.append(EVENT_ADAPTER.validate_python(raw))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(x) for x in first["loc"])
-            raise UsageError(
-                f"{p}:{number}: invalid {raw.get('type', 'event')!r} event: {where}: {first['msg']}",
-                hint="the trace is damaged or from another program",
-            ) from exc
-    return events
+    return [
+        parse_event(raw, f"{p}:{number}")
+        for number, raw in iter_jsonl(
+            p,
+            what="trace",
+            item="an event",
+            hint=TRACE_HINT,
+            complete_only=complete_only,
+        )
+    ]
+
+
+#: The fix hint of a line that is not a trace event.
+TRACE_HINT = "a trace has one JSON event per line (is this a masorch trace?)"
+
+
+def parse_event(raw: dict[str, Any], where: str) -> Event:
+    """One trace line's object as its typed event; an unknown schema version or bad event is a UsageError."""
+    version = raw.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise UsageError(
+            f"{where}: unknown trace schema version {version!r} (this masorch reads {SCHEMA_VERSION})",
+            hint="read it with the masorch version that wrote it",
+        )
+    try:
+        return EVENT_ADAPTER.validate_python(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(x) for x in first["loc"])
+        raise UsageError(
+            f"{where}: invalid {raw.get('type', 'event')!r} event: {loc}: {first['msg']}",
+            hint="the trace is damaged or from another program",
+        ) from exc

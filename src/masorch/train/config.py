@@ -18,6 +18,7 @@ from typing import Any
 
 from masorch.errors import UsageError
 from masorch.files import load_yaml_file
+from masorch.plan.parse import Dialect
 from masorch.train.reward_components import DEFAULT_WEIGHTS
 
 #: The values of ``TrainConfig.precision``.
@@ -92,7 +93,7 @@ class TrainConfig:
     dom: str = field(
         default="low", metadata=_h("degree of MAS in the orchestrator prompt and validation: low or high")
     )
-    dialect: str = field(
+    dialect: Dialect = field(
         default="calls", metadata=_h("plan dialect the orchestrator is asked to write: calls, json or xml")
     )
     constrain: bool = field(

@@ -25,8 +25,9 @@ from masorch.eval.datasets import Sample
 from masorch.eval.harness import TRACE_FILE, EnvSpec, EvalOptions, evaluate
 from masorch.eval.log import LOG_FILE, RunLog
 from masorch.eval.sources import DataSource
-from masorch.eval.systems import SystemSpec
+from masorch.plan.parse import Dialect
 from masorch.run.budget import Budget
+from masorch.run.system import System
 
 #: The model string under which the policy being evaluated is served to the harness.
 POLICY_MODEL = "policy"
@@ -141,7 +142,7 @@ class PolicyEval:
     """
 
     dom: str
-    dialect: str
+    dialect: Dialect
     subagent: str
     max_plan_tokens: int
     budget: Budget
@@ -169,7 +170,7 @@ def evaluate_policy(
     """
     from masorch.eval.report import REPORT_FILE, write_report
 
-    system = SystemSpec(
+    system = System(
         mode="mas",
         variant=settings.dom,
         model=settings.subagent,

@@ -29,6 +29,7 @@ from masorch.train.evaluate import EvalSummary, PolicyEval, SharedBackend, evalu
 from masorch.train.reward_components import CostTarget
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
+from masorch.train.samples import SAMPLES_FILE, SampleLog
 
 logger = logging.getLogger(__name__)
 
@@ -66,9 +67,9 @@ class TrainReport:
 def rollout_settings(cfg: TrainConfig) -> RolloutSettings:
     """The per-plan limits of a config, and its dialect (the one inference parses, not ``auto``)."""
     return RolloutSettings(
-        dialect=cfg.dialect,  # type: ignore[arg-type]  # checked by TrainConfig
+        dialect=cfg.dialect,
         budget=Budget(max_calls=cfg.plan_max_calls, max_tokens=cfg.plan_max_tokens),
-        deadline_s=cfg.plan_deadline_s,
+        timeout_s=cfg.plan_deadline_s,
         concurrency=cfg.concurrency,
     )
 
@@ -126,7 +127,7 @@ def search_retriever(corpus: Path | None) -> Retriever | None:
     """The BM25 retriever over ``corpus`` (from :func:`search_corpus`), or None without one."""
     if corpus is None:
         return None
-    from masorch.eval.harness import default_retriever_factory
+    from masorch.run.environment import default_retriever_factory
 
     return default_retriever_factory(corpus)
 
@@ -216,6 +217,7 @@ def train_grpo(
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / LOG_FILE).unlink(missing_ok=True)
+    (out / SAMPLES_FILE).unlink(missing_ok=True)
     t_start = time.monotonic()
     agents = train_agents(cfg, agents)
     train_rows, held_rows = prompt_rows(cfg, agents)
@@ -231,7 +233,9 @@ def train_grpo(
         return SharedBackend(subagent) if subagent is not None else subagent_backend(cfg)
 
     cost = CostTarget(calls=cfg.cost_target_calls, tokens=cfg.cost_target_tokens, cap=cfg.cost_cap)
-    rewards = PlanRewards(executor, weights=cfg.reward_weights, cost_target=cost)
+    rewards = PlanRewards(
+        executor, weights=cfg.reward_weights, cost_target=cost, on_batch=SampleLog(out / SAMPLES_FILE)
+    )
     try:
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
         precision = resolve_precision(cfg.precision)

@@ -60,12 +60,17 @@ class BatchSummary:
         return {f"plan/{k}": float(v) for k, v in self.__dict__.items()}
 
 
+#: Called with the step, the plans and their outcomes each time a batch is executed (e.g. a SampleLog).
+BatchHook = Callable[[int | None, Sequence[RolloutItem], Sequence[PlanOutcome]], None]
+
+
 class PlanRewards:
     """Reward components over executed plans, with one execution per completion per step.
 
     ``weights`` maps component names (:data:`masorch.train.reward_components.COMPONENTS`) to weights; the
     default is the paper's (correctness only). Components with weight 0 are still computed and
-    logged. ``cache_size`` bounds the outcome cache when no trainer state says which step it is.
+    logged. ``cache_size`` bounds the outcome cache when no trainer state says which step it is;
+    ``on_batch`` sees every executed batch (:class:`~masorch.train.samples.SampleLog` keeps the plans).
     """
 
     def __init__(
@@ -76,6 +81,7 @@ class PlanRewards:
         cost_target: CostTarget | None = None,
         cache_size: int = 4096,
         loop: LoopThread | None = None,
+        on_batch: BatchHook | None = None,
     ) -> None:
         merged = dict(DEFAULT_WEIGHTS)
         for name, w in (weights or {}).items():
@@ -94,6 +100,7 @@ class PlanRewards:
         self.loop = loop or LoopThread()
         #: one summary per executed batch, in order (also sent to the trainer's ``log_metric``)
         self.history: list[BatchSummary] = []
+        self.on_batch = on_batch
 
     # -- execution, cached per step ---------------------------------------------------------------
 
@@ -120,6 +127,8 @@ class PlanRewards:
             fresh = self.loop.run(self.executor.run_group(items))
             for k, o in zip(missing, fresh, strict=True):
                 self._cache[k] = o
+            if self.on_batch is not None:
+                self.on_batch(self._step, items, fresh)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
             batch = [self._cache[k] for k in keys]

@@ -40,14 +40,14 @@ T = TypeVar("T")
 class RolloutSettings:
     """How each sampled plan is checked and run.
 
-    ``budget`` and ``deadline_s`` bound every plan on its own (sub-agent calls only: the plan
+    ``budget`` and ``timeout_s`` bound every plan on its own (sub-agent calls only: the plan
     itself was sampled by the trainer); ``concurrency`` is how many plans run at once.
     """
 
     dialect: DialectChoice = "auto"
     limits: Limits = field(default_factory=Limits)
     budget: Budget = field(default_factory=lambda: Budget(max_calls=24))
-    deadline_s: float | None = 120.0
+    timeout_s: float | None = 120.0
     node_timeout_s: float | None = None
     concurrency: int = 8
 
@@ -136,7 +136,7 @@ class PlanExecutor:
                 agents=self.agents,
                 backends=self.backends,
                 budget=s.budget,
-                deadline_s=s.deadline_s,
+                timeout_s=s.timeout_s,
                 node_timeout_s=s.node_timeout_s,
                 retriever=self.retriever,
             )

@@ -1,7 +1,9 @@
 """What a process needs to run systems: backends per model string, agents, retrievers, scorers.
 
 :class:`EnvSpec` says how to build them and is picklable, so Ray workers build the same things a
-local run does; :class:`Environment` builds each once per process, on first use.
+local run does; :class:`Environment` builds each once per process, on first use, decides the
+catalogue a run offers (only kinds it can execute), and closes them all once. ``masorch run``, the
+eval harness and training all run systems through one (:func:`masorch.run.run`).
 """
 
 from __future__ import annotations
@@ -17,13 +19,13 @@ from typing import Any
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
 from masorch.errors import UsageError
-from masorch.eval.sources import index_dir_for
-from masorch.eval.systems import SystemSpec
 from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
+from masorch.run.executor import RoleBackends
+from masorch.run.system import System
 from masorch.score.registry import get_scorer
 
 
-def sas_plan(system: SystemSpec) -> Plan:
+def sas_plan(system: System) -> Plan:
     """The one-node plan of a single-agent baseline: its kind on the whole question."""
     return Plan(agents=(AgentSpec(id="solver", kind=system.variant, task="", params=dict(system.params)),))
 
@@ -52,10 +54,15 @@ def default_agents_factory(max_tokens: int | None = None) -> AgentRegistry:
 
 
 def default_retriever_factory(corpus: Path) -> Retriever:
-    """BM25 over a JSONL corpus; the index is built once and saved next to the corpus."""
+    """BM25 over a corpus: a saved index directory, or a JSONL file (its index built once and saved
+    beside it as ``NAME.index``)."""
     from masorch.agents.corpus import BM25Corpus
 
-    return BM25Corpus.open(corpus, index_dir_for(corpus))
+    if corpus.is_dir():
+        return BM25Corpus.load(corpus)
+    if not corpus.is_file():
+        raise UsageError(f"no corpus at {corpus}", hint="pass a JSONL corpus file or a saved index directory")
+    return BM25Corpus.open(corpus, corpus.with_name(corpus.name + ".index"))
 
 
 @dataclass(frozen=True)
@@ -138,7 +145,15 @@ class Environment:
             self._agents = self.spec.agents_factory()
         return self._agents
 
-    def sas_plan(self, system: SystemSpec) -> ValidatedPlan:
+    def roles(self, system: System) -> RoleBackends:
+        """The sub-agent, per-kind and judge backends of ``system``."""
+        return RoleBackends(
+            subagent=self.backend(system.model),
+            per_kind={k: self.backend(m) for k, m in system.agent_models.items()},
+            judge=self.backend(system.judge) if system.judge else None,
+        )
+
+    def sas_plan(self, system: System) -> ValidatedPlan:
         """The validated one-node plan of a single-agent system (validated once per system)."""
         with self._lock:
             if system.name not in self._plans:

@@ -1,0 +1,221 @@
+"""A system: what answers a question, as one typed record that every entry point builds alike.
+
+``sas:KIND`` runs one sub-agent of that kind on the whole question (the single-agent baselines);
+``mas:low`` / ``mas:high`` ask an orchestrator for a whole plan in one step under that degree of
+multi-agent structure (DoM) and run it; ``mas:rounds`` is the multi-round agent-as-tool mode. A
+:class:`System` carries the models per role, the plan dialect, the budget and the deadlines, with
+the same field names in ``masorch run`` flags, eval systems files and training configs, and
+:func:`masorch.run.run` answers a question with it.
+
+>>> System.parse("mas:high", model="local:m").dom
+<DoM.HIGH: 'high'>
+>>> System.parse("sas:sc", model="local:m", params={"n": 3}).name
+'sas:sc'
+>>> System.parse("mas:rounds", model="local:m").mode
+'rounds'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from masorch.errors import UsageError
+from masorch.plan.model import DoM
+from masorch.plan.parse import Dialect
+from masorch.redact import redact
+from masorch.run.budget import Budget
+
+SAS_KINDS: tuple[str, ...] = ("cot", "sc", "debate", "reflexion", "search")
+MAS_VARIANTS: tuple[str, ...] = ("low", "high", "rounds")
+Mode = Literal["sas", "mas", "rounds"]
+
+#: Budget keys as configs write them -> Budget fields (the field names are read too).
+BUDGET_KEYS = {"calls": "max_calls", "tokens": "max_tokens", "cost": "max_cost", "wall_s": "max_wall_s"}
+
+
+class System(BaseModel):
+    """One system: its mode and variant (agent kind or DoM), models per role, plan and run limits.
+
+    ``model`` is the sub-agent model (and the orchestrator's when ``orchestrator`` is None);
+    ``agent_models`` overrides it per agent kind; ``params`` are the sas agent's parameters (e.g.
+    ``n`` of sc); ``dialect``, ``repair``, ``constrain`` and ``plan_tokens`` shape the orchestrator's
+    plan (mas) or each orchestrator turn (rounds); ``timeout_s`` bounds the whole run and
+    ``node_timeout_s`` each node; ``max_rounds`` and ``max_calls_per_round`` bound the rounds mode.
+    ``name`` labels the system in logs and reports (default: :attr:`label`).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    mode: Mode
+    variant: str = ""
+    model: str = Field(min_length=1)
+    name: str = ""
+    orchestrator: str | None = None
+    judge: str | None = None
+    agent_models: dict[str, str] = Field(default_factory=dict)
+    params: dict[str, Any] = Field(default_factory=dict)
+    dialect: Dialect = "calls"
+    repair: int = Field(default=0, ge=0)
+    constrain: bool = True
+    plan_tokens: int = Field(default=1024, ge=16)
+    budget: Budget = Field(default_factory=Budget)
+    timeout_s: float | None = Field(default=None, ge=0)
+    node_timeout_s: float | None = Field(default=None, ge=0)
+    max_rounds: int = Field(default=3, ge=1, le=12)
+    max_calls_per_round: int = Field(default=4, ge=1, le=4)
+
+    @field_validator("budget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return budget_from(value)
+        if not isinstance(value, Budget):
+            raise ValueError(f"must be of type mapping, got {type(value).__name__}")
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_name(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and not data.get("name"):
+            mode, variant = data.get("mode"), data.get("variant", "")
+            data = {**data, "name": "mas:rounds" if mode == "rounds" else f"{mode}:{variant}"}
+        return data
+
+    @model_validator(mode="after")
+    def _variant(self) -> System:
+        if self.mode == "sas" and self.variant not in SAS_KINDS:
+            raise UsageError(
+                f"unknown single-agent system 'sas:{self.variant}'",
+                hint=f"use one of: {', '.join('sas:' + k for k in SAS_KINDS)}",
+            )
+        if self.mode == "mas" and self.variant not in ("low", "high"):
+            raise UsageError(
+                f"unknown multi-agent system 'mas:{self.variant}'", hint="use mas:low, mas:high or mas:rounds"
+            )
+        return self
+
+    @classmethod
+    def parse(cls, text: str, **fields: Any) -> System:
+        """The system ``mode:variant`` (``sas:cot``, ``mas:high``, ``mas:rounds``) with ``fields``.
+
+        Bad values are a :class:`~masorch.errors.UsageError` naming the system and the field.
+        """
+        mode, sep, variant = text.strip().partition(":")
+        if not sep or mode not in ("sas", "mas"):
+            raise UsageError(
+                f"system {text!r} is not sas:KIND or mas:DOM",
+                hint="e.g. sas:cot, sas:sc, mas:low, mas:high, mas:rounds "
+                f"(sas kinds: {', '.join(SAS_KINDS)})",
+            )
+        if mode == "mas" and variant == "rounds":
+            mode, variant = "rounds", ""
+        try:
+            return cls(mode=mode, variant=variant, **fields)  # type: ignore[arg-type]  # validated
+        except ValidationError as exc:
+            raise _usage_error(text, exc) from None
+
+    @property
+    def label(self) -> str:
+        """``sas:KIND``, ``mas:DOM`` or ``mas:rounds``."""
+        return "mas:rounds" if self.mode == "rounds" else f"{self.mode}:{self.variant}"
+
+    @property
+    def is_sas(self) -> bool:
+        """True for a single-agent baseline."""
+        return self.mode == "sas"
+
+    @property
+    def dom(self) -> DoM | None:
+        """The DoM of a one-step plan (mas), else None."""
+        return DoM(self.variant) if self.mode == "mas" else None
+
+    @property
+    def orchestrator_model(self) -> str:
+        """The orchestrator's model string (the sub-agent model unless set)."""
+        return self.orchestrator or self.model
+
+    def model_strings(self) -> list[str]:
+        """Every distinct model string this system calls, in a stable order."""
+        names = [self.model, *self.agent_models.values()]
+        if not self.is_sas:
+            names.append(self.orchestrator_model)
+        if self.judge:
+            names.append(self.judge)
+        return list(dict.fromkeys(names))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (stored in run log headers); :meth:`from_dict` inverts it.
+
+        Model strings are redacted (:func:`masorch.redact.redact`): a key in a server URL stays out
+        of logs and reports, so the inverse has no credentials either.
+        """
+        out = self.model_dump(mode="json")
+        for role in ("model", "orchestrator", "judge"):
+            if isinstance(out[role], str):
+                out[role] = redact(out[role])
+        out["agent_models"] = {k: redact(v) for k, v in self.agent_models.items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> System:
+        """The system a :meth:`to_dict` dict describes."""
+        try:
+            return cls(**data)
+        except ValidationError as exc:
+            raise _usage_error(str(data.get("name", "?")), exc) from None
+
+
+def budget_from(data: Mapping[str, Any] | None) -> Budget:
+    """A Budget from ``{calls, tokens, cost, wall_s}`` (config keys; the field names are read too).
+
+    >>> budget_from({"calls": 12, "tokens": 5000}).describe()
+    '12 calls, 5000 tokens'
+    """
+    data = data or {}
+    fields = {BUDGET_KEYS.get(str(k), str(k)): v for k, v in data.items()}
+    unknown = sorted(set(fields) - set(BUDGET_KEYS.values()))
+    if unknown:
+        raise UsageError(f"unknown budget keys: {', '.join(unknown)}", hint=f"use {', '.join(BUDGET_KEYS)}")
+    for key, value in fields.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise UsageError(f"budget {key} must be a number, got {value!r}", hint="e.g. budget: {calls: 20}")
+    return Budget(**fields)
+
+
+_TYPE_NAMES = {
+    "string_type": "str",
+    "int_type": "int",
+    "float_type": "int or float",
+    "bool_type": "bool",
+    "dict_type": "mapping",
+    "literal_error": "one of the listed values",
+}
+
+
+def _usage_error(system: str, exc: ValidationError) -> UsageError:
+    """The first problem of a validation error as a UsageError naming the system and the field."""
+    errors = exc.errors()
+    unknown = [str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"]
+    if unknown:
+        allowed = ", ".join(f for f in System.model_fields if f not in ("mode", "variant"))
+        return UsageError(
+            f"unknown keys in system {system[:60]!r}: {', '.join(unknown)}", hint=f"allowed: {allowed}"
+        )
+    first = errors[0]
+    where = ".".join(str(p) for p in first["loc"]) or "value"
+    kind = first["type"]
+    if kind in _TYPE_NAMES:
+        got = type(first.get("input")).__name__
+        message = f"{where} must be of type {_TYPE_NAMES[kind]}, got {got}"
+        if kind == "literal_error":
+            message = (
+                f"unknown {where} {first.get('input')!r}: use {first['msg'].removeprefix('Input should be ')}"
+            )
+    elif kind == "value_error":
+        message = f"{where} {first['msg'].removeprefix('Value error, ')}"
+    else:
+        message = f"{where}: {first['msg']}"
+    return UsageError(f"system {system[:60]!r}: {message}", hint="see docs/eval.md for the system fields")

@@ -1,0 +1,116 @@
+"""The local HTTP server of ``masorch view``: the standard library's threading server, loopback by default.
+
+``/`` is the page, ``/static/NAME`` its scripts and styles, ``/api/...`` the data endpoints of
+:class:`~masorch.view.app.ViewApp`. Only GET is served; a request whose ``Host`` is not the address
+the server listens on (a DNS-rebinding page in another tab) is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+from masorch.errors import MasorchError, UsageError
+from masorch.view.app import NotFound, ViewApp
+from masorch.view.page import ASSETS, asset, render_page
+from masorch.view.payload import to_json
+
+logger = logging.getLogger(__name__)
+
+#: The address served unless the user asks for another.
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+_LOCAL_NAMES = {"127.0.0.1", "localhost", "[::1]", "::1"}
+
+
+class ViewServer(ThreadingHTTPServer):
+    """A threading HTTP server bound to one :class:`ViewApp`."""
+
+    daemon_threads = True
+
+    def __init__(self, app: ViewApp, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> None:
+        self.app = app
+        try:
+            super().__init__((host, port), _Handler)
+        except OSError as exc:
+            raise UsageError(
+                f"cannot listen on {host}:{port}: {exc.strerror or exc}",
+                hint="pass another --port (0 picks a free one)",
+            ) from None
+
+    def serve_forever(self, poll_interval: float = 0.5) -> None:
+        """Serve until :meth:`shutdown`, building the first requests' data in a thread meanwhile."""
+        threading.Thread(target=self.app.warm, name="view-warm", daemon=True).start()
+        super().serve_forever(poll_interval)
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach the server."""
+        return str(self.server_address[0]) in _LOCAL_NAMES
+
+    @property
+    def url(self) -> str:
+        """The page's address."""
+        host, port = self.server_address[:2]
+        return f"http://{host!s}:{port}/"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ViewServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        logger.debug("%s " + format, self.address_string(), *args)
+
+    def _send(self, status: int, body: bytes, content_type: str, *, cache: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "max-age=3600" if cache else "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _error(self, status: int, message: str, hint: str = "") -> None:
+        body = to_json({"error": message, "hint": hint}).encode("utf-8")
+        self._send(status, body, "application/json; charset=utf-8")
+
+    def _host_ok(self) -> bool:
+        """Whether the Host header names this machine when the server listens on loopback only."""
+        if not self.server.loopback:
+            return True
+        return (urlsplit(f"//{self.headers.get('Host', '')}").hostname or "") in _LOCAL_NAMES
+
+    def do_GET(self) -> None:
+        if not self._host_ok():
+            self._error(
+                HTTPStatus.FORBIDDEN, "unexpected Host header", "open the page at the printed address"
+            )
+            return
+        path = urlsplit(self.path).path
+        if path in ("/", "/index.html"):
+            page = render_page(self.server.app.source.path.name).encode("utf-8")
+            self._send(HTTPStatus.OK, page, "text/html; charset=utf-8")
+        elif path.startswith("/static/") and path.removeprefix("/static/") in ASSETS:
+            name = path.removeprefix("/static/")
+            self._send(HTTPStatus.OK, asset(name), ASSETS[name], cache=True)
+        elif path.startswith("/api/"):
+            self._api()
+        else:
+            self._error(HTTPStatus.NOT_FOUND, f"no page {path}", "open /")
+
+    def _api(self) -> None:
+        try:
+            payload = self.server.app.get(self.path)
+        except NotFound as exc:
+            self._error(HTTPStatus.NOT_FOUND, exc.message, exc.hint)
+            return
+        except MasorchError as exc:  # a damaged file: the page shows the message and the fix
+            logger.warning("%s: %s", self.path, exc.message)
+            self._error(HTTPStatus.UNPROCESSABLE_ENTITY, exc.message, exc.hint)
+            return
+        self._send(HTTPStatus.OK, to_json(payload).encode("utf-8"), "application/json; charset=utf-8")

@@ -1,0 +1,61 @@
+"""What a path given to ``masorch view`` is: an eval run directory, a training run, or a trace file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from masorch.errors import UsageError
+from masorch.eval.harness import TRACE_FILE
+from masorch.eval.log import LOG_FILE
+from masorch.files import iter_jsonl
+from masorch.trace.writer import TRACE_HINT
+from masorch.view.training import is_training_dir
+
+SourceKind = Literal["eval", "training", "trace"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """A path to view and what it holds."""
+
+    kind: SourceKind
+    path: Path
+
+
+def _first_object(path: Path, what: str) -> dict[str, object] | None:
+    for _, obj in iter_jsonl(path, what=what, hint=TRACE_HINT, complete_only=True):
+        return obj
+    return None
+
+
+def detect(path: Path) -> Source:
+    """The kind of ``path``; a path that is none of them is a UsageError saying what would be."""
+    if not path.exists():
+        raise UsageError(
+            f"no such file or directory: {path}",
+            hint="give an eval run directory, a training output_dir or a trace file",
+        )
+    if path.is_dir():
+        log = path / LOG_FILE
+        if log.is_file():
+            first = _first_object(log, "run log")
+            if first is not None and first.get("type") == "header":
+                return Source("eval", path)
+        if is_training_dir(path):
+            return Source("training", path)
+        if (path / TRACE_FILE).is_file():
+            return Source("trace", path / TRACE_FILE)
+        raise UsageError(
+            f"{path} holds no eval run, training run or trace",
+            hint="give the --out directory of `masorch eval run`, the output_dir of `masorch train grpo`, "
+            "or a trace file of `masorch run --trace`",
+        )
+    first = _first_object(path, "trace")
+    if first is None or "schema_version" not in first or "run_id" not in first:
+        raise UsageError(
+            f"{path} is not a masorch trace (its first line is not a trace event)",
+            hint="give a trace file of `masorch run --trace FILE`, or a run directory",
+        )
+    return Source("trace", path)

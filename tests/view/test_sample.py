@@ -1,0 +1,52 @@
+"""The sample data of the multi-round mode: rounds in order, each call's status, one column per round."""
+
+from __future__ import annotations
+
+import json
+
+from masorch.agents.base import AgentRegistry
+from masorch.agents.cot import CotAgent
+from masorch.backends.base import Completion, ToolCall, Usage
+from masorch.backends.scripted import ScriptedBackend
+from masorch.run.executor import RoleBackends
+from masorch.run.rounds import run_rounds
+from masorch.trace.writer import MemoryTrace
+from masorch.view.sample import sample_view
+
+
+def _calls(*items: tuple[str, dict]) -> Completion:
+    return Completion(
+        text="",
+        usage=Usage(10, 5, 1),
+        finish="tool_calls",
+        tool_calls=tuple(ToolCall(n, json.dumps(a), id=f"c{i}") for i, (n, a) in enumerate(items)),
+    )
+
+
+async def test_a_rounds_run_shows_its_rounds_and_statuses_in_order() -> None:
+    script = [
+        _calls(("cot", {"task": "part 1"}), ("cot", {"task": "part 2"})),
+        _calls(("cot", {"task": "combine"})),
+        _calls(("final_answer", {"answer": "42"})),
+    ]
+    trace = MemoryTrace()
+    result = await run_rounds(
+        "What is X?",
+        orchestrator=ScriptedBackend(script, name="orch"),
+        backends=RoleBackends(ScriptedBackend(lambda m, c: "\\boxed{7}", name="sub")),
+        agents=AgentRegistry([CotAgent()]),
+        trace=trace,
+    )
+    assert result.status == "ok"
+    view = sample_view(trace.events)
+    assert [r["round"] for r in view["rounds"]] == [1, 2]
+    assert [[c["id"] for c in r["calls"]] for r in view["rounds"]] == [["r1c1", "r1c2"], ["r2c1"]]
+    assert {c["status"] for r in view["rounds"] for c in r["calls"]} == {"ok"}
+    assert [(n["id"], n["layer"]) for n in view["graph"]["nodes"]] == [("r1c1", 1), ("r1c2", 1), ("r2c1", 2)]
+    orchestrator = [c for c in view["calls"] if c["role"] == "orchestrator"]
+    assert len(orchestrator) == 3 and orchestrator[0]["tool_calls"][0]["name"] == "cot"
+    assert view["result"]["answer"] == "42"
+
+
+def test_no_events_is_an_empty_view() -> None:
+    assert sample_view([]) == {"found": False}

@@ -1,0 +1,93 @@
+"""The HTTP server (loopback only) and the one-file export."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from masorch.cli.main import main
+from masorch.view.app import ViewApp
+from masorch.view.export import data_key
+from masorch.view.page import asset
+from masorch.view.server import ViewServer
+from masorch.view.source import detect
+
+
+@pytest.fixture
+def server(eval_run: Path) -> Iterator[ViewServer]:
+    srv = ViewServer(ViewApp(detect(eval_run)), port=0)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def _get(srv: ViewServer, path: str, host: str | None = None) -> tuple[int, str, bytes]:
+    conn = http.client.HTTPConnection(*srv.server_address[:2], timeout=10)
+    conn.request("GET", path, headers={"Host": host} if host else {})
+    response = conn.getresponse()
+    body = response.read()
+    conn.close()
+    return response.status, response.getheader("Content-Type") or "", body
+
+
+def test_the_page_its_assets_and_the_api_are_served_on_loopback(server: ViewServer) -> None:
+    assert server.server_address[0] == "127.0.0.1"
+    status, kind, body = _get(server, "/")
+    assert status == 200 and kind.startswith("text/html")
+    assert b'src="static/echarts.min.js"' in body and b"https://" not in body  # nothing from a CDN
+    status, kind, body = _get(server, "/static/echarts.min.js")
+    assert status == 200 and "javascript" in kind and body == asset("echarts.min.js")
+    status, kind, body = _get(server, "/api/run")
+    assert status == 200 and kind.startswith("application/json") and len(json.loads(body)["rows"]) == 6
+    status, _, body = _get(server, "/api/sample?key=nope")
+    assert status == 404 and "no sample" in json.loads(body)["error"]
+    assert _get(server, "/static/../pyproject.toml")[0] == 404
+    assert _get(server, "/api/run", host="evil.example:8765")[0] == 403  # DNS rebinding
+
+
+def test_a_busy_port_is_a_usage_error(server: ViewServer, capsys: pytest.CaptureFixture[str]) -> None:
+    port = server.server_address[1]
+    assert main(["view", str(server.app.source.path), "--port", str(port)]) == 2
+    assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+
+
+def test_the_html_export_is_one_file_with_the_data_the_page_asks_for(
+    eval_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "run.html"
+    assert main(["view", str(eval_run), "--html", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    text = out.read_text()
+    assert "static/" not in text and "<script src" not in text  # scripts and styles inline
+    embedded = re.search(r'<script id="masorch-data" type="application/json">(.*?)</script>', text, re.S)
+    assert embedded is not None
+    data = json.loads(embedded.group(1))
+    run = data[data_key("/api/run")]
+    assert data[data_key("/api/info")]["static"] is True
+    for row in run["rows"]:
+        assert data[data_key("/api/sample", {"key": row[0]})]["trace"]["found"]
+
+
+def test_the_vendored_chart_library_is_the_recorded_file() -> None:
+    notice = (Path(__file__).parents[2] / "src/masorch/view/static/NOTICE.md").read_text()
+    digest = hashlib.sha256(asset("echarts.min.js")).hexdigest()
+    assert f"`{digest}`" in notice and "| 6.1.0 | Apache-2.0" in notice
+
+
+def test_a_line_damaged_later_is_an_error_the_page_shows(server: ViewServer) -> None:
+    log = server.app.source.path / "log.jsonl"
+    with log.open("a") as fh:
+        fh.write("{not json\n")
+    status, kind, body = _get(server, "/api/run")
+    error = json.loads(body)
+    assert status == 422 and kind.startswith("application/json")
+    assert "log.jsonl:8: not JSON" in error["error"] and "corrupted" in error["hint"]
