@@ -1,4 +1,4 @@
-"""The import contracts of pyproject.toml hold: the layers of DESIGN.md section 8 and no import circles."""
+"""The import contracts of pyproject.toml hold: the layers and no import circles."""
 
 from __future__ import annotations
 

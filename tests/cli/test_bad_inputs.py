@@ -102,7 +102,7 @@ CASES: list[tuple[str, Case, int, str]] = [
         "eval run binary parquet",
         lambda f, d: [*EVAL, "--data", str(f["binary_parquet"]), "--out", str(d / "o")],
         2,
-        "not a MASBench parquet",
+        "not a readable parquet file",
     ),
     (
         "eval run garbage JSONL",
@@ -132,7 +132,7 @@ CASES: list[tuple[str, Case, int, str]] = [
         "eval run unknown --scorer",
         lambda f, d: [*EVAL, "--data", str(f["one"]), "--out", str(d / "o"), "--scorer", "bogus"],
         2,
-        "unknown --scorer",
+        "unknown scorer",
     ),
     (
         "eval run --out a file",

@@ -31,3 +31,11 @@ def test_python_dash_m_runs_the_cli():
     )
     assert out.returncode == 0, out.stderr
     assert "multi-agent" in out.stdout
+
+
+def test_a_missing_extra_names_the_extra_in_brackets(capsys, monkeypatch):
+    # Rich would read "[train]" as a style tag and print "pip install 'masorch'".
+    monkeypatch.setitem(sys.modules, "torch", None)  # find_spec then says "not installed"
+    code = main(["run", "2+2?", "--orchestrator", "hf:/nowhere", "--subagent", "hf:/nowhere", "--json"])
+    err = capsys.readouterr().err
+    assert code == 2 and "pip install 'masorch[train]'" in err, err

@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from masorch.agents.base import AgentRegistry, NodeOutput
 from masorch.agents.cot import CotAgent
 from masorch.agents.sc import SelfConsistencyAgent
+from masorch.backends.base import Completion, Usage
 from masorch.backends.openai_compat import OpenAIBackend
 from masorch.backends.scripted import ScriptedBackend
 from masorch.cli import run as run_cli
@@ -100,6 +101,14 @@ def test_rich_output_shows_the_plan_tree_nodes_and_answer():
     assert "answer: 10" in out
     assert "b sc Double ${a}." in out and "a cot Add 2 and 3." in out  # the plan tree
     assert "5 calls" in out
+
+
+def test_the_plan_tree_shows_brackets_in_tasks_as_text_not_markup():
+    # "[train]" would vanish as a style tag and "[/x]" would end the output with a markup error.
+    plan = PLAN.replace("Add 2 and 3.", "Add 2 and 3 [train] [/x].")
+    result = CliRunner().invoke(make_app([plan]), ARGS)
+    assert result.exit_code == 0, result.output
+    assert "a cot Add 2 and 3 [train] [/x]." in result.stdout
 
 
 def test_low_dom_direct_answer():
@@ -228,3 +237,60 @@ def test_the_plan_is_constrained_unless_no_constrain(flag, constrained):
     assert (config.grammar is not None) == constrained
     if constrained:  # the grammar offers the registry's kinds only
         assert "(kind-cot | kind-sc)" in config.grammar and "debate" not in config.grammar
+
+
+def _thousand_token_app(plan: str) -> typer.Typer:
+    """Every call (orchestrator or sub-agent) reports 1,000 prompt tokens and no completion tokens."""
+
+    def reply(text: str):
+        return lambda m, c: Completion(text, usage=Usage(prompt_tokens=1000, calls=1))
+
+    def factory(spec: str):
+        text = plan if spec == "scripted:orch" else "\\boxed{5}"
+        return ScriptedBackend(reply(text), name=spec.partition(":")[2])
+
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """Test root."""
+
+    run_cli.register(
+        app, backend_factory=factory, agents_factory=lambda n: AgentRegistry([CotAgent(max_tokens=n)])
+    )
+    return app
+
+
+CHAIN = """create_agent(id="a", kind="cot", task="Add 2 and 3.")
+create_agent(id="b", kind="cot", task="Double ${a}.")
+create_agent(id="c", kind="cot", task="Halve ${b}.")"""
+
+
+def test_a_cost_budget_stops_the_run_at_the_call_that_would_exceed_it(tmp_path):
+    # $10 per 1M input tokens: each call costs $0.01. With a $0.025 budget the orchestrator and two
+    # sub-agents run ($0.03 spent); the third sub-agent's call is refused before it is made.
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("prices:\n  scripted:orch: {input: 10, output: 0}\n")
+    args = [
+        *ARGS,
+        "--json",
+        "--prices",
+        str(prices),
+        "--price",
+        "scripted:sub=10,0",
+        "--budget-cost",
+        "0.025",
+    ]
+    result = CliRunner().invoke(_thousand_token_app(CHAIN), args)
+    out = json.loads(result.stdout)
+    assert (out["status"], out["usage"]["calls"], result.exit_code) == ("budget", 3, 1)
+    assert out["usage"]["cost"] == pytest.approx(0.03)
+    # Unpriced (a scripted or local model), the same run costs nothing and the budget never trips.
+    free = CliRunner().invoke(_thousand_token_app(CHAIN), [*ARGS, "--json", "--budget-cost", "0.025"])
+    out = json.loads(free.stdout)
+    assert (out["status"], out["usage"]["calls"], out["usage"]["cost"]) == ("ok", 4, 0.0)
+
+
+def test_a_bad_price_flag_is_a_usage_error():
+    result = CliRunner().invoke(_thousand_token_app(CHAIN), [*ARGS, "--price", "scripted:sub=cheap"])
+    assert isinstance(result.exception, UsageError) and "MODEL=IN,OUT" in str(result.exception)

@@ -158,7 +158,8 @@ def test_hub_rows_are_converted_to_the_official_layout(monkeypatch):
         "context": {"title": ["Alpha", "Beta"], "sentences": [["Alpha is old."], ["Beta is new."]]},
     }
 
-    def fake_load_dataset(path, name=None, split=None, data_files=None):
+    def fake_load_dataset(path, name=None, split=None, data_files=None, cache_dir=None):
+        assert cache_dir is not None and cache_dir.endswith("hub")  # kept in the masorch data cache
         calls.append((path, name, split, data_files))
         return [hub_row] if path != "json" else _records("mmath_en.json")
 

@@ -215,3 +215,28 @@ async def test_mas_systems_constrain_their_plans_with_the_offered_kinds() -> Non
     assert constrained.grammar is not None and free.grammar is None
     assert "kind-cot" in constrained.grammar and "kind-search" not in constrained.grammar  # no corpus
     assert systems_from_yaml("systems: [{system: mas:low, model: m, constrain: false}]")[0].constrain is False
+
+
+def test_prices_from_the_config_and_flags_fill_every_record_cost(tmp_path: Path) -> None:
+    data = write_sums(tmp_path / "s.jsonl", 2)
+    config = tmp_path / "systems.yaml"
+    config.write_text(
+        "defaults: {model: scripted:m}\nsystems: [sas:cot]\nprices:\n  scripted:m: {input: 1000, output: 9}\n"
+    )
+    app = typer.Typer()
+    eval_cli.register(app, env_factory=lambda args: _env())
+    base = ["eval", "run", "--config", str(config), "--data", str(data), "--no-plots"]
+    runner = CliRunner()
+    result = runner.invoke(app, [*base, "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    _, records = RunLog.read(tmp_path / "a")
+    for rec in records:
+        expected = (rec["prompt_tokens"] * 1000 + rec["completion_tokens"] * 9) / 1e6
+        assert rec["cost"] == pytest.approx(expected) and rec["cost"] > 0
+    # A --price flag wins over the config's section; the summary line shows the total.
+    result = runner.invoke(app, [*base, "--out", str(tmp_path / "b"), "--price", "scripted:m=0,1000000"])
+    _, records = RunLog.read(tmp_path / "b")
+    total = sum(rec["completion_tokens"] for rec in records)
+    assert (
+        sum(rec["cost"] for rec in records) == pytest.approx(total) and f"cost ${total:.4f}" in result.output
+    )

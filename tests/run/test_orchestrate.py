@@ -12,6 +12,7 @@ from masorch.agents.base import AgentRegistry
 from masorch.agents.cot import CotAgent
 from masorch.agents.sc import SelfConsistencyAgent
 from masorch.agents.signatures import builtin_catalogue
+from masorch.backends.base import Completion, ToolCall
 from masorch.backends.scripted import ScriptedBackend
 from masorch.errors import BackendError
 from masorch.plan import DoM
@@ -93,6 +94,36 @@ async def test_each_dialect_plans_and_runs(dialect, text):
     config = orch.calls[0][1]
     assert (config.json_schema is not None) == (dialect == "json")
     assert (config.grammar is not None) == (dialect != "json")
+
+
+@pytest.mark.parametrize("dialect", ["calls", "xml"])
+async def test_native_tool_calls_are_read_as_the_json_dialect(dialect):
+    # A tool-calling server returns the plan as tool_calls with no text, whatever dialect was asked.
+    calls = (
+        ToolCall(
+            "create_agent", json.dumps({"id": "leap", "kind": "cot", "task": "Which years are leap years?"})
+        ),
+        ToolCall(
+            "create_agent",
+            json.dumps(
+                {"id": "count", "kind": "sc", "task": "Leap years: ${leap}. Add up the days.", "n": 3}
+            ),
+        ),
+        ToolCall("create_flow", json.dumps({"src": "leap", "dst": "count"})),
+    )
+    result, trace, _orch, _sub = await go([Completion("", tool_calls=calls)], dialect)
+    assert result.status == "ok", [d.code for d in result.diagnostics]
+    assert result.answer == "1460" and len(result.plan.agents) == 2
+    parsed = next(e for e in trace.events if e.type == "plan_parsed")
+    assert parsed.dialect == "json" and '"create_flow"' in parsed.text
+
+
+async def test_bad_native_tool_call_arguments_are_diagnostics_not_no_plan():
+    bad = Completion("", tool_calls=(ToolCall("create_agent", "{not json"),))
+    result, _trace, _orch, sub = await go([bad])
+    assert result.status == "invalid_plan" and sub.calls == []
+    codes = [d.code for d in result.diagnostics]
+    assert "no_plan" not in codes and "syntax" in codes, codes
 
 
 @pytest.mark.parametrize("dialect", ["calls", "json", "xml"])

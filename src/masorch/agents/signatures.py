@@ -1,6 +1,6 @@
 """The signatures of the built-in sub-agents: the default catalogue, as data.
 
-Defaults follow the MAS-Orchestra paper's agents (DESIGN.md section 4). The agent classes take
+Defaults follow the MAS-Orchestra paper's agents (docs/agents.md lists them). The agent classes take
 their signature from here, so the catalogue an orchestrator sees and what runs cannot drift apart.
 """
 

@@ -20,7 +20,9 @@ from masorch.backends.scripted import ScriptedBackend
 
 _LAZY = {
     "OpenAIBackend": "masorch.backends.openai_compat",
-    "Pricing": "masorch.backends.openai_compat",
+    "Pricing": "masorch.backends.prices",
+    "PriceTable": "masorch.backends.prices",
+    "PricedBackend": "masorch.backends.prices",
     "RetryPolicy": "masorch.backends.openai_compat",
     "LocalBackend": "masorch.backends.local",
     "CachedBackend": "masorch.backends.cache",
@@ -38,7 +40,8 @@ if TYPE_CHECKING:
     from masorch.backends.local import LocalBackend
     from masorch.backends.loopback import FaultPlan, LoopbackServer
     from masorch.backends.models import ModelStore
-    from masorch.backends.openai_compat import OpenAIBackend, Pricing, RetryPolicy
+    from masorch.backends.openai_compat import OpenAIBackend, RetryPolicy
+    from masorch.backends.prices import PricedBackend, PriceTable, Pricing
     from masorch.backends.registry import BackendSettings, make_backend
 
 __all__ = [
@@ -53,6 +56,8 @@ __all__ = [
     "Message",
     "ModelStore",
     "OpenAIBackend",
+    "PriceTable",
+    "PricedBackend",
     "Pricing",
     "ResponseCache",
     "RetryPolicy",

@@ -83,7 +83,9 @@ class Usage:
     """Token counts of one call (or a sum of calls), with cost in US dollars where known.
 
     ``estimated`` is true when some of the counts were estimated from text length because the
-    server did not report usage.
+    server did not report usage. ``cached_prompt_tokens`` is the part of ``prompt_tokens`` the
+    server served from its prompt cache (OpenAI's ``prompt_tokens_details.cached_tokens``), which
+    hosted APIs bill at a lower price.
     """
 
     prompt_tokens: int = 0
@@ -91,6 +93,7 @@ class Usage:
     calls: int = 0
     cost: float = 0.0
     estimated: bool = False
+    cached_prompt_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -99,6 +102,7 @@ class Usage:
             self.calls + other.calls,
             self.cost + other.cost,
             self.estimated or other.estimated,
+            self.cached_prompt_tokens + other.cached_prompt_tokens,
         )
 
     @property

@@ -70,7 +70,8 @@ def _split_parts(prefix: str, count: int, version: str) -> tuple[ModelPart, ...]
     )
 
 
-#: The models of MODELS.md: upstream Apache-2.0 releases whose sha256 equals the publisher's digest.
+#: The embedded models (docs/backends.md, `masorch models list`): upstream Apache-2.0 releases
+#: whose sha256 equals the publisher's digest.
 CATALOGUE: Mapping[str, EmbeddedModel] = MappingProxyType(
     {
         "smollm2-135m": EmbeddedModel(

@@ -10,6 +10,7 @@ redacted from ``model_id``, ``repr``, error messages and logs.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -21,6 +22,7 @@ from typing import Any, Literal
 
 from masorch.backends.base import Completion, GenerateConfig, Message, ToolCall, Usage
 from masorch.backends.chat import estimate_tokens, messages_payload, parse_chat_choice, tools_payload
+from masorch.backends.prices import Pricing
 from masorch.errors import BackendError, UsageError
 from masorch.redact import redact, redact_url
 
@@ -34,22 +36,6 @@ SchemaFormat = Literal["json_schema", "json_object"]
 #: later) ``structured_outputs.grammar``; older vLLM ``guided_grammar``.
 GrammarFormat = Literal["llama.cpp", "vllm", "vllm-guided"]
 GRAMMAR_FORMATS: tuple[GrammarFormat, ...] = ("llama.cpp", "vllm", "vllm-guided")
-
-
-@dataclass(frozen=True)
-class Pricing:
-    """Prices in US dollars per one million prompt and completion tokens."""
-
-    prompt_per_m: float
-    completion_per_m: float
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        """The price of one call's tokens.
-
-        >>> Pricing(1.0, 2.0).cost(1_000_000, 500_000)
-        2.0
-        """
-        return (prompt_tokens * self.prompt_per_m + completion_tokens * self.completion_per_m) / 1e6
 
 
 @dataclass(frozen=True)
@@ -428,10 +414,16 @@ class OpenAIBackend:
                 estimate_tokens(t.name + t.arguments) for t in tool_calls
             )
             estimated = True
-        cost = self.pricing.cost(prompt, completion) if self.pricing else 0.0
-        return Usage(
-            prompt_tokens=prompt, completion_tokens=completion, calls=1, cost=cost, estimated=estimated
+        details = raw.get("prompt_tokens_details") if isinstance(raw, dict) else None
+        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        usage = Usage(
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            calls=1,
+            estimated=estimated,
+            cached_prompt_tokens=min(cached, prompt) if isinstance(cached, int) and cached > 0 else 0,
         )
+        return dataclasses.replace(usage, cost=self.pricing.cost_of(usage)) if self.pricing else usage
 
     async def aclose(self) -> None:
         """Close the HTTP clients (ones bound to another, finished event loop are just dropped)."""

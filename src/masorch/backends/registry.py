@@ -26,11 +26,11 @@ from masorch.backends.models import ModelStore
 from masorch.backends.openai_compat import (
     GrammarFormat,
     OpenAIBackend,
-    Pricing,
     RetryPolicy,
     SchemaFormat,
     redact_url,
 )
+from masorch.backends.prices import Pricing
 from masorch.errors import UsageError
 from masorch.redact import redact
 

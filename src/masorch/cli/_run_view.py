@@ -89,9 +89,11 @@ def plan_tree(plan: Plan) -> Tree:
 
     def add(node: Tree, nid: str, seen: Sequence[str]) -> None:
         spec = plan.agent(nid)
-        label = (
-            f"[bold]{nid}[/] [cyan]{spec.kind}[/] {_clip(spec.task or '(the question)', 60)}" if spec else nid
-        )
+        if spec is None:
+            label = escape(nid)
+        else:
+            task = escape(_clip(spec.task or "(the question)", 60))
+            label = f"[bold]{escape(nid)}[/] [cyan]{escape(spec.kind)}[/] {task}"
         branch = node.add(label)
         for p in parents.get(nid, []):
             if p not in seen:

@@ -18,14 +18,16 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from masorch.backends.prices import PricedFactory, price_table
 from masorch.errors import UsageError
+from masorch.eval.datasets.custom import FieldMap
 from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
 from masorch.eval.log import check_run_dir
 from masorch.eval.report import write_report
 from masorch.eval.sources import resolve_all
 from masorch.eval.systems import load_systems_file, parse_systems
 from masorch.run.system import System
-from masorch.score.registry import scorer_names
+from masorch.score.registry import canonical_scorer
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,10 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
     @group.command("run")
     def run_cmd(
         data: list[str] = typer.Option(  # noqa: B008
-            ..., "--data", help="Dataset name (aime24, hotpotqa, ...) or MASBench JSONL path (repeatable)."
+            ...,
+            "--data",
+            help="Dataset name (aime24, ...), your .jsonl/.parquet/.csv file, hf:NAME[:CONFIG][:SPLIT], "
+            "or MASBench files (repeatable).",
         ),
         out: Path = typer.Option(..., "--out", help="Run directory (log, traces, report, plots)."),  # noqa: B008
         systems: str | None = typer.Option(None, "--systems", help="e.g. sas:cot,sas:sc,mas:low,mas:high"),
@@ -120,7 +125,19 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         scorer: str | None = typer.Option(
             None,
             "--scorer",
-            help="Override every dataset's scorer: math, exact, f1, masbench, masbench_final, llm_judge.",
+            help="Scorer of every dataset (needed for your own files): math, exact (em), f1, masbench, "
+            "masbench_final, llm_judge (judge).",
+        ),
+        question_field: str = typer.Option(
+            "question", "--question-field", help="Question column of your own data files."
+        ),
+        answer_field: str = typer.Option(
+            "answer", "--answer-field", help="Answer column of your own data files."
+        ),
+        id_field: str | None = typer.Option(
+            None,
+            "--id-field",
+            help="Id column of your own data files (default: id if present, else the row).",
         ),
         scorer_judge: str | None = typer.Option(
             None, "--judge-model", help="Model of the llm_judge scorer (its own model string)."
@@ -130,12 +147,19 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         ),
         plots: bool = typer.Option(True, "--plots/--no-plots", help="Write plots (needs matplotlib)."),
         traces: bool = typer.Option(True, "--traces/--no-traces", help="Write DIR/traces.jsonl."),
+        prices: list[Path] = typer.Option(  # noqa: B008
+            [], "--prices", help="YAML/TOML file with a prices: section ($ per 1M tokens; repeatable)."
+        ),
+        price: list[str] = typer.Option(  # noqa: B008
+            [], "--price", help="A model's price: MODEL=IN,OUT[,CACHED] ($ per 1M tokens; repeatable)."
+        ),
     ) -> None:
         """Run every system on every sample of every dataset; write the log, then the report."""
         check_run_dir(out)
-        if scorer is not None and scorer not in scorer_names():
+        scorer = canonical_scorer(scorer) if scorer is not None else None
+        if scorer == "llm_judge" and not scorer_judge:
             raise UsageError(
-                f"unknown --scorer {scorer[:40]!r}", hint=f"use one of: {', '.join(scorer_names())}"
+                "--scorer llm_judge needs --judge-model", hint="e.g. --judge-model openai:gpt-4o"
             )
         budget = {"calls": budget_calls, "tokens": budget_tokens, "cost": budget_cost}
         budget = {k: v for k, v in budget.items() if v is not None}
@@ -167,15 +191,13 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             sample=sample,
             seed=seed,
             cache_dir=data_cache,
+            fields=FieldMap(question_field, answer_field, id_field),
+            scorer=scorer,
         )
-        if scorer is not None:
-            if scorer == "llm_judge" and not scorer_judge:
-                raise UsageError(
-                    "--scorer llm_judge needs --judge-model", hint="e.g. --judge-model openai:gpt-4o"
-                )
-            sources = [dataclasses.replace(src, scorer=scorer) for src in sources]
         scorer_options = {"llm_judge": {"model": scorer_judge}} if scorer_judge else {}
         env = (env_factory or default_env_factory)(EnvArgs(cache, max_tokens, threads, scorer_options, slots))
+        table = price_table(files=prices, flags=price, config=config)
+        env = dataclasses.replace(env, backend_factory=PricedFactory(env.backend_factory, table))
         options = EvalOptions(
             concurrency=concurrency,
             resume=resume,

@@ -19,6 +19,7 @@ from rich.live import Live
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
+from masorch.backends.prices import PricedFactory, price_table
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
 from masorch.run import Budget, Environment, EnvSpec, RunResult, System, run
@@ -84,6 +85,12 @@ def register(
             help="Decode the plan under its dialect's grammar or schema where the backend can "
             "(--no-constrain: free decoding).",
         ),
+        prices: list[Path] = typer.Option(  # noqa: B008
+            [], "--prices", help="YAML/TOML file with a prices: section ($ per 1M tokens; repeatable)."
+        ),
+        price: list[str] = typer.Option(  # noqa: B008
+            [], "--price", help="A model's price: MODEL=IN,OUT[,CACHED] ($ per 1M tokens; repeatable)."
+        ),
     ) -> None:
         """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
         if dom not in ("low", "high"):
@@ -106,8 +113,10 @@ def register(
             max_rounds=max_rounds,
         )
         env = EnvSpec(
-            backend_factory=backend_factory
-            or functools.partial(default_backend_factory, n_threads=threads, slots=slots),
+            backend_factory=PricedFactory(
+                backend_factory or functools.partial(default_backend_factory, n_threads=threads, slots=slots),
+                price_table(files=prices, flags=price),
+            ),
             agents_factory=functools.partial(agents_factory or default_agents_factory, max_tokens),
             retriever_factory=retriever_factory or default_retriever_factory,
         )

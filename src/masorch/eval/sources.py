@@ -1,4 +1,11 @@
-"""What ``--data`` names: a registered dataset (``aime24``, ``hotpotqa``, ...) or MASBench files.
+"""What ``--data`` names: a registered dataset, a data file of your own, a hub dataset, or MASBench files.
+
+* ``aime24``, ``hotpotqa``, ... - a registered dataset (``masorch data pull NAME``) and its scorer;
+* ``FILE.jsonl|.parquet|.csv`` - your rows: question and answer columns (:class:`FieldMap`) graded
+  by the scorer you choose; MASBench rows (``masorch bench make`` files, or the official release's
+  parquet files) are recognised by their columns and graded by ``masbench``;
+* ``hf:NAME[:CONFIG][:SPLIT]`` - the same rows from the Hugging Face hub (the ``data`` extra);
+* a directory, or ``masbench:PATH`` - MASBench files written by ``masorch bench make``.
 
 Each becomes a :class:`DataSource`: a label, its samples, the scorer that grades them and, for
 HotpotQA, the search corpus (the pooled context paragraphs, indexed once with BM25 and the index
@@ -14,7 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import UsageError
-from masorch.eval.datasets import DATASETS, Sample, corpus_path, get_spec, load
+from masorch.eval.datasets import DATASETS, Sample, cache_root, corpus_path, get_spec, load
+from masorch.eval.datasets.custom import FieldMap, plain_samples, release_sample, row_kind
+from masorch.eval.datasets.hub import HUB_CACHE, PREFIX, load_hub_rows, parse_hf_spec
+from masorch.eval.datasets.rows import read_rows
+from masorch.score.registry import canonical_scorer
 
 
 @dataclass(frozen=True)
@@ -90,30 +101,87 @@ def resolve(
     sample: int | None = None,
     seed: int = 0,
     cache_dir: Path | None = None,
+    fields: FieldMap | None = None,
+    scorer: str | None = None,
 ) -> DataSource:
-    """The data source ``spec`` names: a registered dataset or a MASBench JSONL file/directory.
+    """The data source ``spec`` names (see the module docs), graded by ``scorer`` or its own.
 
     ``limit`` keeps the first N samples (per axis value for MASBench); ``sample`` a seeded random N.
+    Plain rows have no scorer of their own: they need ``scorer`` (``em``/``judge`` name
+    ``exact``/``llm_judge``). ``fields`` names their question, answer and id columns.
     """
+    chosen = canonical_scorer(scorer) if scorer is not None else None
     if spec in DATASETS:
         ds = get_spec(spec)
         samples = load(spec, limit=limit, sample=sample, seed=seed, cache_dir=cache_dir)
         corpus = corpus_path(cache_dir) if spec == "hotpotqa" else None
-        return DataSource(spec, tuple(samples), ds.scorer, corpus, origin=f"dataset:{spec}")
+        return DataSource(spec, tuple(samples), chosen or ds.scorer, corpus, origin=f"dataset:{spec}")
+    rows_of = _Rows(limit, sample, seed, fields or FieldMap(), chosen)
+    if spec.startswith(PREFIX):
+        rows = load_hub_rows(parse_hf_spec(spec), spec, cache_root(cache_dir) / HUB_CACHE)
+        return rows_of.source(spec, rows, f"hub:{spec.removeprefix(PREFIX)}", spec)
     path = Path(spec.removeprefix("masbench:"))
     if not path.exists():
         raise UsageError(
             f"--data {spec!r} is neither a dataset nor a file",
-            hint=f"datasets: {', '.join(DATASETS)} (`masorch data pull NAME`), or a MASBench JSONL path",
+            hint=f"datasets: {', '.join(DATASETS)} (`masorch data pull NAME`); a .jsonl, .parquet or .csv "
+            "file; hf:NAME[:CONFIG][:SPLIT]; or a MASBench directory",
         )
+    if path.is_file() and not spec.startswith("masbench:"):
+        rows = read_rows(path)
+        if not _masbench_export(rows):
+            return rows_of.source(path.stem, rows, f"file:{path}", str(path))
     records = _masbench_groups(read_masbench(path), limit)
     name = "masbench:" + (path.stem if path.is_file() else path.name)
     samples = _select([masbench_sample(r, name) for r in records], None, sample, seed)
-    return DataSource(name, tuple(samples), "masbench", None, origin=f"file:{path}")
+    return DataSource(name, tuple(samples), chosen or "masbench", None, origin=f"file:{path}")
+
+
+def _masbench_export(rows: list[dict[str, Any]]) -> bool:
+    # The parquet layout of `masorch bench make`: verl rows whose extra_info holds the whole record.
+    extra = rows[0].get("extra_info") if rows else None
+    return isinstance(extra, dict) and "record" in extra
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """How rows (from a file or the hub) become a data source."""
+
+    limit: int | None
+    sample: int | None
+    seed: int
+    fields: FieldMap
+    scorer: str | None
+
+    def source(self, label: str, rows: list[dict[str, Any]], origin: str, where: str) -> DataSource:
+        if not rows:
+            raise UsageError(
+                f"--data {where!r} has no samples (no rows)", hint="check the file", code="empty_dataset"
+            )
+        kind = row_kind(rows[0])
+        if kind == "plain":
+            if self.scorer is None:
+                raise UsageError(
+                    f"--data {where!r} holds your own questions: choose how answers are graded",
+                    hint="pass --scorer: math, exact (em), f1, llm_judge (judge, with --judge-model)",
+                    code="scorer_required",
+                )
+            samples = plain_samples(rows, self.fields, label, where)
+            samples = _select(samples, self.limit, self.sample, self.seed)
+            return DataSource(label, tuple(samples), self.scorer, None, origin=origin)
+        name = label if label.startswith(PREFIX) else f"masbench:{label}"
+        grouped = _masbench_groups(rows, self.limit)
+        if kind == "masbench":
+            made = [masbench_sample(r, name) for r in grouped]
+        else:
+            index = {id(r): i for i, r in enumerate(rows)}
+            made = [release_sample(r, name, index[id(r)], f"{where} row {index[id(r)]}") for r in grouped]
+        samples = _select(made, None, self.sample, self.seed)
+        return DataSource(name, tuple(samples), self.scorer or "masbench", None, origin=origin)
 
 
 def resolve_all(specs: Sequence[str], **kwargs: Any) -> list[DataSource]:
-    """:func:`resolve` for each spec; labels must be distinct."""
+    """:func:`resolve` for each spec (same keyword arguments); labels must be distinct."""
     sources = [resolve(s, **kwargs) for s in specs]
     for src in sources:
         if not src.samples:

@@ -137,7 +137,9 @@ class Ledger:
         """Raise :class:`BudgetExceeded` if the next call is not allowed; else reserve its slot."""
         reason = self.exhausted()
         if reason is not None:
-            raise BudgetExceeded(reason, hint="raise the budget (--budget-calls/--budget-tokens) or simplify")
+            raise BudgetExceeded(
+                reason, hint="raise the budget (--budget-calls, --budget-tokens, --budget-cost) or simplify"
+            )
         self._in_flight += 1
 
     def record(self, entry: CallRecord) -> None:

@@ -27,6 +27,7 @@ from masorch.plan.refs import ID_PATTERN
 from masorch.prompts import render
 from masorch.run.budget import Budget
 from masorch.run.executor import Executor, RoleBackends
+from masorch.run.response import plan_text
 from masorch.run.result import RunResult, RunStatus
 from masorch.run.session import RunSession
 from masorch.run.system import System
@@ -236,6 +237,7 @@ async def _plan_and_run(
     messages = orchestrator_messages(question, catalogue, opts)
     config = plan_generate_config(catalogue, opts)
     text = ""
+    dialect = opts.dialect
     diagnostics: tuple[Diagnostic, ...] = ()
     for attempt in range(opts.repair + 1):
         try:
@@ -247,8 +249,8 @@ async def _plan_and_run(
         except asyncio.TimeoutError:
             error = f"run deadline of {opts.timeout_s:g} s passed while planning"
             return _stopped(session, "timeout", error, text, diagnostics)
-        text = completion.text
-        checked = check(text, opts.dom, catalogue, opts.dialect, opts.limits)
+        text, dialect = plan_text(completion, opts.dialect)
+        checked = check(text, opts.dom, catalogue, dialect, opts.limits)
         diagnostics = checked.diagnostics
         validated = checked.validated
         if validated is not None:
@@ -276,7 +278,7 @@ async def _plan_and_run(
         if attempt < opts.repair:
             messages = [*messages, Message("assistant", text), Message("user", repair_message(diagnostics))]
     result = _stopped(session, "invalid_plan", "the orchestrator's plan is invalid", text, diagnostics)
-    return dataclasses.replace(result, plan=check(text, opts.dom, catalogue, opts.dialect, opts.limits).plan)
+    return dataclasses.replace(result, plan=check(text, opts.dom, catalogue, dialect, opts.limits).plan)
 
 
 async def _plan_call(

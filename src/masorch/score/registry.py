@@ -68,20 +68,36 @@ SCORERS: Mapping[str, Callable[..., Scorer | AsyncScorer]] = MappingProxyType(
 )
 
 
+#: Other names users reach for: ``em`` (exact match) and ``judge``.
+ALIASES: Mapping[str, str] = MappingProxyType({"em": "exact", "judge": "llm_judge"})
+
+
+def canonical_scorer(name: str) -> str:
+    """The registry name of scorer ``name`` (an alias resolved); an unknown name is a UsageError.
+
+    >>> canonical_scorer("em"), canonical_scorer("f1")
+    ('exact', 'f1')
+    """
+    name = ALIASES.get(name, name)
+    if name not in SCORERS:
+        raise UsageError(
+            f"unknown scorer {name[:40]!r}",
+            hint=f"choose one of: {', '.join(SCORERS)} (aliases: {', '.join(ALIASES)})",
+            code="unknown_scorer",
+        )
+    return name
+
+
 def get_scorer(name: str, **options: Any) -> Scorer | AsyncScorer:
-    """A new scorer by registry name (:data:`SCORERS`) built with ``options``.
+    """A new scorer by registry name (:data:`SCORERS`, or an alias) built with ``options``.
 
     ``llm_judge`` takes a ``backend``, or a ``model`` string built into one here.
 
-    >>> get_scorer("exact").score("The Beatles", type("S", (), {"answer": "beatles"})()).correct
+    >>> get_scorer("em").score("The Beatles", type("S", (), {"answer": "beatles"})()).correct
     True
     """
-    try:
-        factory = SCORERS[name]
-    except KeyError:
-        raise UsageError(
-            f"unknown scorer '{name}'", hint=f"choose one of: {', '.join(SCORERS)}", code="unknown_scorer"
-        ) from None
+    name = canonical_scorer(name)
+    factory = SCORERS[name]
     try:
         return factory(**options)
     except TypeError as exc:

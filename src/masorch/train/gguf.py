@@ -2,7 +2,7 @@
 
 transformers reads a GGUF file directly (``gguf_file=``) and dequantises it to float weights; it
 still marks the model as quantized, which trainers refuse to fine-tune. The weights are plain
-floats by then, so :func:`clear_quantizer_marker` removes the marker (measured in MODELS.md).
+floats by then, so :func:`clear_quantizer_marker` removes the marker (docs/train.md, "The policy").
 """
 
 from __future__ import annotations

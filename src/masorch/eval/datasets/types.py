@@ -53,11 +53,14 @@ class WheelSource:
 
 @dataclass(frozen=True)
 class HubSource:
-    """Where users with internet can load the same data through ``datasets.load_dataset``."""
+    """Where users with internet can load the same data through ``datasets.load_dataset``.
+
+    ``split`` None takes the ``test`` split, or the only one (``hf:NAME`` without a split).
+    """
 
     path: str
     name: str | None = None
-    split: str = "train"
+    split: str | None = "train"
     data_files: str | None = None
 
 
