@@ -46,15 +46,17 @@ def _masorch(*args: str) -> None:
     subprocess.run(command, check=True)
 
 
-def make_data(out: Path) -> list[str]:
-    """The MASBench test tasks (one file per axis) and the math500 subset; returns --data arguments."""
-    masbench = out / "masbench"
+def make_data(out: Path, dev: bool = False) -> list[str]:
+    """The MASBench tasks (one file per axis: the test split, or with ``dev`` the train split) and
+    the math500 subset; returns --data arguments."""
+    masbench = out / ("masbench-dev" if dev else "masbench")
+    split, seed = ("train", "11") if dev else ("test", "7")
     masbench.mkdir(parents=True, exist_ok=True)
     for axis in AXES:
         target = masbench / f"{axis}.jsonl"
         if not target.exists():
             _masorch("bench", "make", "-o", str(target), "--axis", axis, "--values", "2,3", "--n", "4",
-                     "--split", "test", "--seed", "7", "-q")  # fmt: skip
+                     "--split", split, "--seed", seed, "-q")  # fmt: skip
     _masorch("data", "pull", "math500-subset")
     return [str(masbench), "math500-subset"]
 
@@ -108,48 +110,56 @@ def _rejections(run_dir: Path) -> dict[str, list[str]]:
     return codes
 
 
-def questions(out: Path, limit: int) -> list[Any]:
-    """The 80 questions: the MASBench test tasks, then the first ``limit`` math500-subset problems."""
+def questions(out: Path, limit: int, dev: bool = False) -> list[Any]:
+    """The 80 questions: the MASBench test tasks, then the first ``limit`` math500-subset problems.
+
+    With ``dev``, questions for developing prompts and grammars, none of them among the 80: the
+    MASBench train split (another seed) and math500-subset problems from number 200 on.
+    """
     from masorch.eval.datasets.load import load
     from masorch.eval.sources import masbench_sample, read_masbench
 
-    masbench = [masbench_sample(r, "masbench") for r in read_masbench(out / "masbench")]
-    return masbench[: 2 * limit] + load("math500-subset", limit=limit)
+    masbench = [
+        masbench_sample(r, "masbench") for r in read_masbench(out / ("masbench-dev" if dev else "masbench"))
+    ]
+    math = load("math500-subset", limit=200 + limit)[200:] if dev else load("math500-subset", limit=limit)
+    return masbench[: 2 * limit] + math
 
 
 async def plan_phase(
-    out: Path, models: tuple[str, ...], limit: int, plan_tokens: int, concurrency: int
-) -> None:
-    """One orchestrator call per (model, DoM, decoding, question); appends to ``OUT/plans.jsonl``."""
+    out: Path, models: tuple[str, ...], limit: int, plan_tokens: int, concurrency: int, dev: bool = False,
+    cells: tuple[tuple[bool, str], ...] = ((True, "high"), (True, "low"), (False, "high"), (False, "low")),
+) -> None:  # fmt: skip
+    """One orchestrator call per (model, DoM, decoding, question); appends to ``OUT/plans.jsonl``
+    (``OUT/plans-dev.jsonl`` for the development questions); ``cells`` are (constrain, DoM) pairs."""
     from masorch.agents import default_registry
     from masorch.agents.registry import offered_registry
     from masorch.backends.registry import BackendSettings, make_backend
     from masorch.plan import DoM
     from masorch.run.orchestrate import OrchestrateOptions, plan_generate_config
 
-    results = out / "plans.jsonl"
+    results = out / ("plans-dev.jsonl" if dev else "plans.jsonl")
     done = set()
     if results.exists():
         for line in results.read_text().splitlines():
             r = json.loads(line)
             done.add((r["model"], r["dom"], r["constrain"], r["id"]))
-    items = questions(out, limit)
+    items = questions(out, limit, dev)
     catalogue = offered_registry(default_registry(), retriever=False).catalogue()
     settings = BackendSettings(cache_path=out / "cache.sqlite", slots=concurrency)
     for model in models:
         backend = make_backend(f"local:{model}", settings=settings)
         gate = asyncio.Semaphore(concurrency)
-        for constrain in (True, False):
-            for dom in (DoM.HIGH, DoM.LOW):
-                options = OrchestrateOptions(
-                    dom=dom, dialect="calls", constrain=constrain, max_plan_tokens=plan_tokens
-                )
-                config = plan_generate_config(catalogue, options)
-                todo = [q for q in items if (model, dom.value, constrain, q.id) not in done]
-                print(f"{model} dom={dom.value} constrain={constrain}: {len(todo)} calls", flush=True)
-
-                job = PlanJob(backend, gate, catalogue, options, config, model, results)
-                await asyncio.gather(*[job.one(q) for q in todo])
+        for constrain, dom_name in cells:
+            dom = DoM(dom_name)
+            options = OrchestrateOptions(
+                dom=dom, dialect="calls", constrain=constrain, max_plan_tokens=plan_tokens
+            )
+            config = plan_generate_config(catalogue, options)
+            todo = [q for q in items if (model, dom.value, constrain, q.id) not in done]
+            print(f"{model} dom={dom.value} constrain={constrain}: {len(todo)} calls", flush=True)
+            job = PlanJob(backend, gate, catalogue, options, config, model, results)
+            await asyncio.gather(*[job.one(q) for q in todo])
         await backend.aclose()
 
 
@@ -196,9 +206,9 @@ class PlanJob:
             sink.write(json.dumps(record) + "\n")
 
 
-def plan_report(out: Path) -> None:
+def plan_report(out: Path, dev: bool = False) -> None:
     """Valid-plan rate per model, DoM and decoding, with the error codes of the invalid plans."""
-    results = out / "plans.jsonl"
+    results = out / ("plans-dev.jsonl" if dev else "plans.jsonl")
     if not results.exists():
         return
     rows = [json.loads(line) for line in results.read_text().splitlines()]
@@ -264,17 +274,27 @@ def main() -> None:
     parser.add_argument("--plan-tokens", type=int, default=768)
     parser.add_argument("--max-tokens", type=int, default=768, help="Completion cap of each sub-agent call.")
     parser.add_argument("--phase", choices=("plans", "runs", "report"), default="plans")
+    parser.add_argument(
+        "--dev",
+        action="store_true",
+        help="Development questions (MASBench train split, math500 from 200), never the 80.",
+    )
+    parser.add_argument("--cells", default="constrained-high,constrained-low,free-high,free-low",
+                        help="Plan-phase cells in order, DECODING-DOM, comma-separated.")  # fmt: skip
     args = parser.parse_args()
     models = tuple(m for m in args.models.split(",") if m)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.phase != "report":
-        data = make_data(args.out)
+        data = make_data(args.out, args.dev)
     if args.phase == "plans":
-        asyncio.run(plan_phase(args.out, models, args.limit, args.plan_tokens, args.concurrency))
+        cells = tuple((c.split("-")[0] == "constrained", c.split("-")[1]) for c in args.cells.split(","))
+        asyncio.run(
+            plan_phase(args.out, models, args.limit, args.plan_tokens, args.concurrency, args.dev, cells)
+        )
     if args.phase == "runs":
         for model in models:
             run(args.out, model, data, args)
-    plan_report(args.out)
+    plan_report(args.out, args.dev)
     report(args.out, models)
 
 

@@ -89,14 +89,12 @@ def _matches(text: str, dialect: str, dom: DoM) -> bool:
 
 VALID_CALLS_HIGH = [
     'create_agent(id="leap", kind="cot", task="Which of the years 1900 to 1903 are leap years?")\n'
-    'create_agent(id="count", kind="sc", task="The leap years are: ${leap}. Add up the days.", n=5)\n'
-    'create_flow("leap", "count")\n',
+    'create_agent(id="count", kind="sc", task="The leap years are: ${leap}. Add up the days.", n=5)\n',
     "Thought: two independent look-ups, then a debate; y > 2 is fine here.\n"
     'create_agent(id="a", kind="search", task="Find X where x < 5.", top_k=3, max_hops=2)\n'
     'create_agent(id="b", kind="python", task="Compute ${a} squared.", timeout_s=12.5, max_attempts=2)\n'
     'create_agent(id="c", kind="debate", task="Use ${a} and ${b}.", roles=["Judge", "Critic"], rounds=2)\n'
-    'create_agent(id="d", kind="reflexion", task="Check ${c}.", max_rounds=3)\n'
-    'create_flow("a", "b")\ncreate_flow("a", "c")\ncreate_flow("b", "c")\ncreate_flow("c", "d")\n',
+    'create_agent(id="d", kind="reflexion", task="Check ${c}.", max_rounds=3)\n',
     'create_agent(id="solve", kind="cot", task="", temperature=2.0)\n',
     'create_agent(id="tex", kind="cot", task="Simplify \\\\frac{1}{2}, quoting \\"x\\".\\n")',
 ]
@@ -114,6 +112,12 @@ INVALID_CALLS = [
     ("high", 'final_answer("4")\n'),  # no direct answer at DoM high
     ("high", 'Thought: use create_agent(...)\ncreate_agent(id="a", kind="cot", task="x")\n'),
     ("high", 'create_agent(id="a", kind="cot", task="the <think> tag")\n'),
+    # flows are written as ${id} references: a small model loops on create_flow lines
+    (
+        "high",
+        'create_agent(id="a", kind="cot", task="x")\ncreate_agent(id="b", kind="cot", task="y")\n'
+        'create_flow("a", "b")\n',
+    ),
     ("low", 'create_agent(id="a", kind="cot", task="x")\ncreate_agent(id="b", kind="cot", task="y")\n'),
     ("low", 'create_agent(id="a", kind="cot", task="x")\ncreate_flow("a", "a")\n'),
     ("low", 'final_answer(" ")\n'),
@@ -172,7 +176,11 @@ def test_the_grammar_offers_only_the_catalogue_and_its_limits() -> None:
     catalogue = {k: v for k, v in builtin_catalogue().items() if k not in ("search", "python")}
     text = plan_grammar("calls", catalogue, DoM.HIGH, Limits(max_agents=3, max_flows=4))
     assert '"search"' not in text and '"python"' not in text and '"debate"' not in text.replace("debate-", "")
-    assert "agent (eol agent){0,2} (eol flow){0,3}" in text  # 3 agents: at most 3 distinct flows
+    assert "agent (eol agent){0,2} eol?" in text and "create_flow" not in text  # references only
+    flows = plan_grammar(
+        "calls", catalogue, DoM.HIGH, Limits(max_agents=3), GrammarLimits(max_declared_flows=9)
+    )
+    assert "agent (eol agent){0,2} (eol flow){0,3}" in flows  # 3 agents: at most 3 distinct flows
     assert "answer" not in text
     allowed = plan_grammar("calls", catalogue, DoM.HIGH, Limits(direct_answer_in_high=True))
     assert "| answer)" in allowed

@@ -41,6 +41,13 @@ class GrammarLimits:
     max_text_chars: int = 1000
     #: most characters of the reasoning before the plan (0: no reasoning prefix)
     max_thought_chars: int = 600
+    #: most characters of a task in the calls dialect: every agent sees the question, so a task says
+    #: only what that agent must work out (small models otherwise copy the whole question into it)
+    max_task_chars: int = 300
+    #: most create_flow lines in the calls dialect. A ``${id}`` reference implies its flow, so the
+    #: prompt asks for create_agent lines only and the grammar allows none: a small model that
+    #: writes flows loops on them to the token cap (plan-validity run 3)
+    max_declared_flows: int = 0
     #: most characters of an agent id (ids allow 64; short ids are what models write)
     max_id_chars: int = 32
     #: most characters of a free string parameter, an xml description, a list item
@@ -237,8 +244,11 @@ class _CallsGrammar(_Grammar):
     """``create_agent(...)``/``create_flow(...)`` lines (and ``final_answer(...)`` where allowed)."""
 
     def task_chars(self) -> int:
-        # A string unit is at most two characters, so the task limit counts twice.
-        return max(0, min(self.limits.max_task_chars // 2, self.bounds.max_text_chars))
+        # A string unit is at most two characters, so the validator's limit counts twice.
+        return max(0, min(self.limits.max_task_chars // 2, self.bounds.max_task_chars))
+
+    def flow_count(self) -> int:
+        return min(super().flow_count(), self.bounds.max_declared_flows)
 
     def text(self) -> str:
         r, b = self.r, self.bounds
@@ -254,7 +264,7 @@ class _CallsGrammar(_Grammar):
         r.add("agent", '"create_agent(id=" qid ", kind=" ' + _alts(kinds) + ' ")"')
         lo, hi = self.agent_count()
         body = "agent " + _repeat("(eol agent)", max(0, lo - 1), hi - 1)
-        if self.dom is DoM.HIGH:
+        if self.dom is DoM.HIGH and self.flow_count() > 0:
             r.add("flow", '"create_flow(" qid ", " qid ")"')
             body += " " + _repeat("(eol flow)", 0, self.flow_count())
         body = body.strip()
