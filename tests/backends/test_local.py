@@ -332,3 +332,17 @@ async def test_tool_calls_follow_the_tool_schema(smollm: Path) -> None:
         assert set(json.loads(c.tool_calls[0].arguments)) == {"a", "b"}
     else:
         assert c.text
+
+
+async def test_an_sc_nodes_samples_go_to_the_server_as_one_request(
+    fake_binary: Path, model_file: Path
+) -> None:
+    b = _backend(fake_binary, model_file, slots=4)
+    configs = [GenerateConfig(temperature=0.7, sample_index=i) for i in range(6)]
+    try:
+        out = await asyncio.gather(*(b.complete([Message("user", "hi")], c) for c in configs))
+    finally:
+        await b.aclose()
+    assert len(out) == 6 and all(c.text for c in out)
+    # 6 samples on 4 slots: two requests (n=4, n=2), each prompt processed once
+    assert [c.usage.prompt_tokens > 0 for c in out] == [True, False, False, False, True, False]

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO
 
 from masorch.backends.base import Completion, GenerateConfig, Message
+from masorch.backends.batching import SampleBatcher
 from masorch.backends.engine import EngineStore
 from masorch.backends.openai_compat import OpenAIBackend, RetryPolicy
 from masorch.errors import BackendError, UsageError
@@ -253,6 +254,8 @@ class LocalBackend:
         self._client: OpenAIBackend | None = None
         self._lock = threading.Lock()
         self._closed = False
+        # Samples of one prompt (an sc node's) share one request, so the prompt is processed once.
+        self._batcher = SampleBatcher(self._complete_n, max_n=settings.slots)
 
     @property
     def model_id(self) -> str:
@@ -349,11 +352,17 @@ class LocalBackend:
         """One chat completion from the local server (started on first use)."""
         if not messages:
             raise BackendError(f"{self._model_id}: no messages to send", hint="give at least one message")
-        client = await self._ready_client()
         if config.seed is None:
             config = dataclasses.replace(config, seed=self.settings.seed)
+        return await self._batcher.complete(messages, config)
+
+    async def _complete_n(
+        self, messages: Sequence[Message], config: GenerateConfig, n: int
+    ) -> list[Completion]:
+        """``n`` samples of one prompt in one request (the server starts on first use)."""
+        client = await self._ready_client()
         try:
-            return await client.complete(messages, config)
+            return await client.complete_n(messages, config, n)
         except BackendError as exc:
             server = self._server
             code = server.exit_code() if server is not None else None

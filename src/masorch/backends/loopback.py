@@ -323,6 +323,9 @@ class LoopbackServer:
         if isinstance(answer, Mapping):
             message = {"role": "assistant", "content": None, **answer}
         finish = "tool_calls" if message.get("tool_calls") else "stop"
+        # ``n`` completions of the prompt (the same answer each time), as the n parameter asks.
+        asked = request.get("n")
+        n = asked if isinstance(asked, int) and asked > 1 else 1
         content = message.get("content")
         max_tokens = request.get("max_tokens") or request.get("max_completion_tokens")
         if isinstance(content, str) and isinstance(max_tokens, int) and _words(content) > max_tokens:
@@ -333,12 +336,12 @@ class LoopbackServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": request.get("model", "loopback"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "choices": [{"index": j, "message": message, "finish_reason": finish} for j in range(n)],
         }
         if not self.omit_usage:
             prompt = sum(_words(m.get("content")) for m in messages if isinstance(m, Mapping))
             calls = message.get("tool_calls")
-            completion = _words(message.get("content")) + (_words(json.dumps(calls)) if calls else 0)
+            completion = n * (_words(message.get("content")) + (_words(json.dumps(calls)) if calls else 0))
             reply["usage"] = {
                 "prompt_tokens": prompt,
                 "completion_tokens": completion,

@@ -244,18 +244,35 @@ class OpenAIBackend:
 
     async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
         """One chat completion, retrying transient failures; raises :class:`BackendError` when it fails."""
+        return (await self.complete_n(messages, config, 1))[0]
+
+    async def complete_n(
+        self, messages: Sequence[Message], config: GenerateConfig, n: int
+    ) -> list[Completion]:
+        """``n`` completions of one prompt in one request (the ``n`` parameter): samples
+        ``config.sample_index`` to ``sample_index + n - 1``, the prompt processed once.
+
+        The servers that take ``n`` (OpenAI, vLLM, llama.cpp's) give sample ``j`` the seed
+        ``seed + j``, so with a seed each sample matches the one a single call would ask for. The
+        reply's usage is split: the first completion carries the prompt tokens (processed once),
+        the completion tokens are shared out evenly (the reply gives only their sum).
+        """
         if not messages:
             empty = BackendError(f"{self._model_id}: no messages to send", hint="give at least one message")
             empty.attempts = 0
             raise empty
+        if n < 1:
+            raise UsageError(f"complete_n needs n >= 1, got {n}", hint="ask for one completion or more")
         body = self._request(messages, config)
+        if n > 1:
+            body["n"] = n
         start = time.perf_counter()
         attempt = 0
         while True:
             attempt += 1
             try:
                 data = await self._send_once(body)
-                completion = self._parse(data, messages, config)
+                completions = self._parse_n(data, messages, config, n)
             except (BackendError, _AttemptFailed) as caught:
                 failure = caught if isinstance(caught, _AttemptFailed) else _AttemptFailed(caught)
             except asyncio.CancelledError as cancelled:
@@ -263,15 +280,11 @@ class OpenAIBackend:
                 cancelled.attempts = attempt  # type: ignore[attr-defined]
                 raise
             else:
-                return Completion(
-                    text=completion.text,
-                    usage=completion.usage,
-                    finish=completion.finish,
-                    tool_calls=completion.tool_calls,
-                    model=self._model_id,
-                    latency_s=time.perf_counter() - start,
-                    attempts=attempt,
-                )
+                latency = time.perf_counter() - start
+                return [
+                    dataclasses.replace(c, model=self._model_id, latency_s=latency, attempts=attempt)
+                    for c in completions
+                ]
             # Outside the except block: the error raised below carries no chained client exception,
             # whose text may hold what a server echoed back (a key, a prompt).
             exc = failure.error
@@ -386,6 +399,37 @@ class OpenAIBackend:
                 retryable=False,
             )
         return _AttemptFailed(err, retry_after)
+
+    def _parse_n(
+        self, data: Any, messages: Sequence[Message], config: GenerateConfig, n: int
+    ) -> list[Completion]:
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if n > 1 and (not isinstance(choices, list) or len(choices) != n):
+            got = len(choices) if isinstance(choices, list) else 0
+            raise BackendError(
+                f"asked for {n} completions in one request, the server sent {got}",
+                hint="the server may not take the n parameter; use one request per sample",
+                code="backend_bad_reply",
+                retryable=False,
+            )
+        if n == 1 or not isinstance(choices, list):
+            return [self._parse(data, messages, config)]
+        # One choice at a time through the one reader; the usage is the whole reply's, split below.
+        usage = data.get("usage")
+        parsed = [self._parse({"choices": [c], "usage": usage}, messages, config) for c in choices]
+        total = parsed[0].usage
+        share, extra = divmod(total.completion_tokens, n)
+        out = []
+        for j, completion in enumerate(parsed):
+            usage = dataclasses.replace(
+                total,
+                prompt_tokens=total.prompt_tokens if j == 0 else 0,
+                cached_prompt_tokens=total.cached_prompt_tokens if j == 0 else 0,
+                completion_tokens=share + (1 if j < extra else 0),
+            )
+            usage = dataclasses.replace(usage, cost=self.pricing.cost_of(usage)) if self.pricing else usage
+            out.append(dataclasses.replace(completion, usage=usage))
+        return out
 
     def _parse(self, data: Any, messages: Sequence[Message], config: GenerateConfig) -> Completion:
         try:
