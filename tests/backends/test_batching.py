@@ -116,3 +116,12 @@ async def test_a_server_that_ignores_n_is_a_named_error() -> None:
             await backend.complete_n(ASK, SAMPLE, 3)
         await backend.aclose()
     assert caught.value.code == "backend_bad_reply"
+
+
+async def test_a_reply_that_counts_the_first_choice_only_has_the_others_estimated() -> None:
+    with LoopbackServer() as server:
+        backend = OpenAIBackend("echo-model", base_url=server.base_url, timeout_s=5, n_usage="first")
+        out = await backend.complete_n(ASK, SAMPLE, 2)
+        await backend.aclose()
+    assert out[0].usage.completion_tokens == 12 and not out[0].usage.estimated  # what the reply says
+    assert out[1].usage.estimated and out[1].usage.completion_tokens > 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import signal
@@ -207,6 +208,20 @@ class LocalServer:
         except (urllib.error.URLError, OSError, ValueError):
             return False
 
+    def count_tokens(self, text: str) -> int | None:
+        """The tokens of ``text`` by the model's tokenizer (``/tokenize``), or None if unanswered."""
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/tokenize",
+            data=json.dumps({"content": text}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5.0) as reply:
+                tokens = json.loads(reply.read()).get("tokens")
+        except (urllib.error.URLError, OSError, ValueError, AttributeError):
+            return None
+        return len(tokens) if isinstance(tokens, list) else None
+
     def stop(self) -> None:
         """End the process (terminate, then kill after 5 s)."""
         if self._finalizer is not None:
@@ -316,6 +331,7 @@ class LocalBackend:
             connection_shards=1,
             grammar_format="llama.cpp",
             fresh_connection=True,  # a cancelled call closes its connection: the server stops it
+            n_usage="first",  # llama.cpp counts the first of n completions only
             env={},
         )
 
@@ -362,7 +378,18 @@ class LocalBackend:
         """``n`` samples of one prompt in one request (the server starts on first use)."""
         client = await self._ready_client()
         try:
-            return await client.complete_n(messages, config, n)
+            completions = await client.complete_n(messages, config, n)
+            if n > 1 and self._server is not None:  # the server counted the first only: count the rest
+                live = self._server
+                counts = await asyncio.gather(
+                    *(asyncio.to_thread(live.count_tokens, c.text) for c in completions[1:])
+                )
+                completions[1:] = [
+                    c if k is None else dataclasses.replace(c, usage=dataclasses.replace(
+                        c.usage, completion_tokens=k, estimated=False))
+                    for c, k in zip(completions[1:], counts, strict=True)
+                ]  # fmt: skip
+            return completions
         except BackendError as exc:
             server = self._server
             code = server.exit_code() if server is not None else None

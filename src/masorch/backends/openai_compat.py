@@ -92,7 +92,9 @@ class OpenAIBackend:
     the calls round-robin, which keeps the cost per call low with many calls in flight.
     ``fresh_connection`` gives every call its own connection, closed when the call ends, is cancelled
     or times out: a server that stops generating for a client that went away (llama.cpp's) then
-    frees the slot.
+    frees the slot. ``n_usage`` says what a reply's usage counts when one request asks for ``n``
+    completions (:meth:`complete_n`): ``sum`` over the choices (OpenAI, vLLM) or the ``first`` choice
+    only (llama.cpp's server; the other choices' tokens are then estimated).
     """
 
     def __init__(
@@ -111,6 +113,7 @@ class OpenAIBackend:
         grammar_format: GrammarFormat | None = None,
         connection_shards: int = 8,
         fresh_connection: bool = False,
+        n_usage: Literal["sum", "first"] = "sum",
         rng_seed: int | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
@@ -151,6 +154,7 @@ class OpenAIBackend:
             raise UsageError(f"connection_shards={connection_shards} < 1", hint="use 1 or more")
         self.connection_shards = connection_shards
         self.fresh_connection = fresh_connection
+        self.n_usage = n_usage
         self._clients: list[Any] = []
         self._next_client = 0
         self._client_loop: asyncio.AbstractEventLoop | None = None
@@ -421,11 +425,18 @@ class OpenAIBackend:
         share, extra = divmod(total.completion_tokens, n)
         out = []
         for j, completion in enumerate(parsed):
+            if self.n_usage == "first":  # the reply counts the first choice only: estimate the rest
+                tokens, estimated = total.completion_tokens, total.estimated
+                if j > 0:
+                    tokens, estimated = estimate_tokens(completion.text), True
+            else:
+                tokens, estimated = share + (1 if j < extra else 0), total.estimated
             usage = dataclasses.replace(
                 total,
                 prompt_tokens=total.prompt_tokens if j == 0 else 0,
                 cached_prompt_tokens=total.cached_prompt_tokens if j == 0 else 0,
-                completion_tokens=share + (1 if j < extra else 0),
+                completion_tokens=tokens,
+                estimated=estimated,
             )
             usage = dataclasses.replace(usage, cost=self.pricing.cost_of(usage)) if self.pricing else usage
             out.append(dataclasses.replace(completion, usage=usage))
