@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import itertools
 import json
 import subprocess
 import sys
@@ -122,6 +123,11 @@ def questions(out: Path, limit: int, dev: bool = False) -> list[Any]:
     masbench = [
         masbench_sample(r, "masbench") for r in read_masbench(out / ("masbench-dev" if dev else "masbench"))
     ]
+    if dev:  # every axis early in the list: round robin over the axes
+        by_axis: dict[Any, list[Any]] = collections.defaultdict(list)
+        for sample in masbench:
+            by_axis[sample.meta.get("axis")].append(sample)
+        masbench = [s for group in itertools.zip_longest(*by_axis.values()) for s in group if s is not None]
     math = load("math500-subset", limit=200 + limit)[200:] if dev else load("math500-subset", limit=limit)
     return masbench[: 2 * limit] + math
 

@@ -112,6 +112,8 @@ INVALID_CALLS = [
     ("high", 'final_answer("4")\n'),  # no direct answer at DoM high
     ("high", 'Thought: use create_agent(...)\ncreate_agent(id="a", kind="cot", task="x")\n'),
     ("high", 'create_agent(id="a", kind="cot", task="the <think> tag")\n'),
+    # several agents and the last one uses no upstream answer: no join
+    ("high", 'create_agent(id="a", kind="cot", task="x")\ncreate_agent(id="b", kind="cot", task="y")\n'),
     # flows are written as ${id} references: a small model loops on create_flow lines
     (
         "high",
@@ -176,12 +178,13 @@ def test_the_grammar_offers_only_the_catalogue_and_its_limits() -> None:
     catalogue = {k: v for k, v in builtin_catalogue().items() if k not in ("search", "python")}
     text = plan_grammar("calls", catalogue, DoM.HIGH, Limits(max_agents=3, max_flows=4))
     assert '"search"' not in text and '"python"' not in text and '"debate"' not in text.replace("debate-", "")
-    assert "agent (eol agent){0,2} eol?" in text and "create_flow" not in text  # references only
+    # references only, and a plan of several agents ends with a final agent that uses an answer
+    assert "(agent | agent (eol agent)? eol final) eol?" in text and "create_flow" not in text
     flows = plan_grammar(
         "calls", catalogue, DoM.HIGH, Limits(max_agents=3), GrammarLimits(max_declared_flows=9)
     )
     assert "agent (eol agent){0,2} (eol flow){0,3}" in flows  # 3 agents: at most 3 distinct flows
-    assert "answer" not in text
+    assert "final_answer" not in text
     allowed = plan_grammar("calls", catalogue, DoM.HIGH, Limits(direct_answer_in_high=True))
     assert "| answer)" in allowed
     bare = plan_grammar("xml", catalogue, DoM.HIGH, bounds=GrammarLimits(max_thought_chars=0))

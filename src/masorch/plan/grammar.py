@@ -264,6 +264,16 @@ class _CallsGrammar(_Grammar):
         r.add("agent", '"create_agent(id=" qid ", kind=" ' + _alts(kinds) + ' ")"')
         lo, hi = self.agent_count()
         body = "agent " + _repeat("(eol agent)", max(0, lo - 1), hi - 1)
+        if self.dom is DoM.HIGH and hi > 1 and self.flow_count() == 0:
+            # Flows are references: a plan of several agents ends with its final agent, whose task
+            # uses an upstream answer (a small model otherwise writes parallel agents and no join).
+            half = max(0, self.task_chars() // 2)
+            ref = '"${" id ("." ("rationale" | "answer"))? "}"'
+            r.add("reftask", f'"\\"" char{{0,{half}}} {ref} char{{0,{half}}} "\\""')
+            finals = [self.kind(sig, task="reftask") for sig in self.catalogue.values()]
+            final = _alts([k for k in finals if k is not None])
+            r.add("final", '"create_agent(id=" qid ", kind=" ' + final + ' ")"')
+            body = f"(agent | agent {_repeat('(eol agent)', 0, hi - 2)} eol final)".replace("  ", " ")
         if self.dom is DoM.HIGH and self.flow_count() > 0:
             r.add("flow", '"create_flow(" qid ", " qid ")"')
             body += " " + _repeat("(eol flow)", 0, self.flow_count())
@@ -279,12 +289,13 @@ class _CallsGrammar(_Grammar):
         r.rules["root"] = body
         return r.text()
 
-    def kind(self, sig: KindSignature) -> str | None:
+    def kind(self, sig: KindSignature, task: str = "task") -> str | None:
         params = self.params(sig, lambda spec: self.param(sig, spec))
         if params is None:
             return None
         head = gbnf_literal(json.dumps(sig.kind, ensure_ascii=False) + ", task=")
-        return self.r.add(_rule_name("kind", sig.kind), f"{head} task {params}".strip())
+        name = _rule_name("kind", sig.kind) if task == "task" else _rule_name("final", sig.kind)
+        return self.r.add(name, f"{head} {task} {params}".strip())
 
     def param(self, sig: KindSignature, spec: ParamSpec) -> str | None:
         value = self.value(spec)
