@@ -25,7 +25,7 @@ from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
 from masorch.eval.log import check_run_dir
 from masorch.eval.report import write_report
 from masorch.eval.sources import resolve_all
-from masorch.eval.systems import load_systems_file, parse_systems
+from masorch.eval.systems import systems_from_flags
 from masorch.run.system import System
 from masorch.score.registry import canonical_scorer
 
@@ -54,19 +54,6 @@ def default_env_factory(args: EnvArgs) -> EnvSpec:
         n_threads=args.threads,
         slots=args.slots,
     )
-
-
-def _systems(systems: str | None, config: Path | None, defaults: dict[str, Any]) -> list[System]:
-    if (systems is None) == (config is None):
-        raise UsageError(
-            "give exactly one of --systems and --config",
-            hint="e.g. --systems sas:cot,mas:low,mas:high --model local:qwen2.5-coder-0.5b",
-        )
-    if config is not None:
-        return load_systems_file(config, **defaults)
-    if defaults.get("model") is None:
-        raise UsageError("--systems needs --model", hint="e.g. --model local:qwen2.5-coder-0.5b")
-    return parse_systems(systems or "", **{k: v for k, v in defaults.items() if v is not None})
 
 
 def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None:
@@ -175,7 +162,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         }
         if budget:
             defaults["budget"] = budget
-        specs = _systems(
+        specs = systems_from_flags(
             systems, config, {k: v for k, v in defaults.items() if v is not None} | {"model": model}
         )
         if env_factory is None:

@@ -72,3 +72,20 @@ def systems_from_yaml(text: str, **overrides: Any) -> list[System]:
 def load_systems_file(path: Path, **overrides: Any) -> list[System]:
     """:func:`systems_from_yaml` of a file; a missing file is a UsageError."""
     return systems_from_yaml(read_text(path, what="systems file", max_bytes=MAX_YAML_BYTES), **overrides)
+
+
+def systems_from_flags(systems: str | None, config: Path | None, defaults: Mapping[str, Any]) -> list[System]:
+    """The systems of ``--systems`` (with the shared ``defaults``, e.g. ``model``) or of ``--config``.
+
+    Exactly one of the two is given; ``defaults`` override a systems file's ``defaults:``.
+    """
+    if (systems is None) == (config is None):
+        raise UsageError(
+            "give exactly one of --systems and --config",
+            hint="e.g. --systems sas:cot,mas:low,mas:high --model local:qwen2.5-coder-0.5b",
+        )
+    if config is not None:
+        return load_systems_file(config, **defaults)
+    if defaults.get("model") is None:
+        raise UsageError("--systems needs --model", hint="e.g. --model local:qwen2.5-coder-0.5b")
+    return parse_systems(systems or "", **{k: v for k, v in defaults.items() if v is not None})

@@ -1,0 +1,247 @@
+"""An OpenAI-compatible endpoint whose models are systems: ``/v1/models``, ``/v1/chat/completions``.
+
+Any OpenAI client can call an orchestrated system as if it were one model: the request's ``model``
+names a system (``mas:high``, ``sas:cot``, a name from a systems file), the last user message is
+the question, and :func:`masorch.run.run` answers it. The reply is a chat completion whose usage
+sums every call of the run, with the run's status, trace id, plan and cost in an extra ``masorch``
+field. ``stream: true`` sends the run's progress (node and call events, in ``masorch`` fields of
+chunks with an empty delta) and then the answer as server-sent events.
+
+A run that ends without an answer (``invalid_plan``, ``budget``, ``timeout``, ``error``) is an HTTP
+502 with the status and the error; a bad request is a 4xx naming the problem; with a token set
+every request needs ``Authorization: Bearer TOKEN``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from masorch.redact import redact
+from masorch.run import Environment, RunResult, System, run
+from masorch.trace.events import Event
+from masorch.trace.writer import CallbackSink
+
+logger = logging.getLogger(__name__)
+
+#: Largest request body read (a chat request is small; this bounds a hostile one).
+MAX_BODY_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    """How the endpoint runs: ``token`` (None: no auth), runs at once, and each request's deadline."""
+
+    token: str | None = None
+    concurrency: int = 4
+    timeout_s: float | None = 1800.0
+
+
+class _BadRequest(Exception):
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.message, self.kind = status, message, kind
+
+
+def make_app(systems: Sequence[System], env: Environment, options: ServeOptions | None = None) -> Starlette:
+    """The ASGI app serving ``systems`` (by name) with ``env``; the caller closes ``env``."""
+    opts = options or ServeOptions()
+    by_name = {s.name: s for s in systems}
+    gate = asyncio.Semaphore(max(1, opts.concurrency))
+    created = int(time.time())
+
+    def check_auth(request: Request) -> None:
+        if opts.token is None:
+            return
+        given = request.headers.get("authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {opts.token}".encode()):
+            raise _BadRequest(401, "missing or wrong bearer token", "authentication_error")
+
+    async def models(request: Request) -> Response:
+        try:
+            check_auth(request)
+        except _BadRequest as exc:
+            return _error(exc)
+        data = [
+            {"id": name, "object": "model", "created": created, "owned_by": "masorch"} for name in by_name
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def chat(request: Request) -> Response:
+        try:
+            check_auth(request)
+            body = await _read_json(request)
+            system = _system(body, by_name)
+            question = _question(body)
+        except _BadRequest as exc:
+            return _error(exc)
+        if body.get("stream") is True:
+            return StreamingResponse(
+                _stream(system, question, env, gate, opts), media_type="text/event-stream"
+            )
+        async with gate:
+            result = await _run(system, question, env, opts, sink=None)
+        if not result.ok:
+            return _failed(system, result)
+        return JSONResponse(_completion(system, result))
+
+    routes = [
+        Route("/v1/models", models, methods=["GET"]),
+        Route("/v1/chat/completions", chat, methods=["POST"]),
+    ]
+    return Starlette(routes=routes)
+
+
+async def _read_json(request: Request) -> Mapping[str, Any]:
+    length = request.headers.get("content-length")
+    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+        raise _BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
+    raw = b""
+    async for chunk in request.stream():
+        raw += chunk
+        if len(raw) > MAX_BODY_BYTES:
+            raise _BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise _BadRequest(400, "the request body is not JSON") from None
+    if not isinstance(body, dict):
+        raise _BadRequest(400, "the request body is not a JSON object")
+    return body
+
+
+def _system(body: Mapping[str, Any], by_name: Mapping[str, System]) -> System:
+    name = body.get("model")
+    if not isinstance(name, str) or not name:
+        raise _BadRequest(400, "`model` is missing: name one of the served systems (GET /v1/models)")
+    if name not in by_name:
+        raise _BadRequest(404, f"no system {name[:80]!r}; served: {', '.join(by_name)}", "model_not_found")
+    return by_name[name]
+
+
+def _question(body: Mapping[str, Any]) -> str:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise _BadRequest(400, "`messages` must be a non-empty list of chat messages")
+    for m in reversed(messages):
+        if isinstance(m, dict) and m.get("role") == "user":
+            content = m.get("content")
+            if isinstance(content, list):  # content parts: the text ones
+                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+            if isinstance(content, str) and content.strip():
+                return content
+            break
+    raise _BadRequest(400, "the last user message has no text: it is the question the system answers")
+
+
+async def _run(
+    system: System, question: str, env: Environment, opts: ServeOptions, sink: CallbackSink | None
+) -> RunResult:
+    try:
+        if opts.timeout_s is None:
+            return await run(system, question, env, trace=sink)
+        return await asyncio.wait_for(run(system, question, env, trace=sink), opts.timeout_s)
+    except asyncio.TimeoutError:
+        return RunResult(status="timeout", error=f"the request deadline of {opts.timeout_s:g} s passed")
+    except Exception as exc:  # a bad system or environment: the client gets the reason, not a hang
+        logger.warning("run failed: %s: %s", type(exc).__name__, redact(str(exc)))
+        return RunResult(status="error", error=redact(f"{type(exc).__name__}: {exc}"))
+
+
+def _usage(result: RunResult) -> dict[str, Any]:
+    u = result.usage
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+    }
+
+
+def _extra(result: RunResult) -> dict[str, Any]:
+    """The ``masorch`` field: status, trace id, plan, diagnostics, calls, cost and wall time."""
+    return {
+        "status": result.status,
+        "error": result.error,
+        "trace_id": result.run_id,
+        "plan": result.plan.model_dump(mode="json") if result.plan is not None else None,
+        "diagnostics": [d.to_dict() for d in result.diagnostics],
+        "calls": result.usage.calls,
+        "cost": result.usage.cost,
+        "wall_s": round(result.wall_s, 3),
+    }
+
+
+def _completion(system: System, result: RunResult) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{result.run_id or uuid.uuid4().hex[:12]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": system.name,
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": result.answer}, "finish_reason": "stop"}
+        ],
+        "usage": _usage(result),
+        "masorch": _extra(result),
+    }
+
+
+def _failed(system: System, result: RunResult) -> Response:
+    message = f"{system.name} ended {result.status}: {result.error or 'no answer'}"
+    error = {"message": message, "type": "run_failed", "code": result.status}
+    return JSONResponse({"error": error, "masorch": _extra(result)}, status_code=502)
+
+
+def _error(exc: _BadRequest) -> Response:
+    return JSONResponse({"error": {"message": exc.message, "type": exc.kind}}, status_code=exc.status)
+
+
+async def _stream(
+    system: System, question: str, env: Environment, gate: asyncio.Semaphore, opts: ServeOptions
+) -> AsyncIterator[str]:
+    """The run as server-sent events: progress chunks, then the answer, usage, ``[DONE]``."""
+    cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+    events: asyncio.Queue[Event | None] = asyncio.Queue()
+
+    def chunk(delta: Mapping[str, Any], finish: str | None = None, **extra: Any) -> str:
+        body: dict[str, Any] = {
+            "id": cid,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": system.name,
+            "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish}],
+            **extra,
+        }
+        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+    async def go() -> RunResult:
+        async with gate:
+            try:
+                return await _run(system, question, env, opts, CallbackSink(events.put_nowait))
+            finally:
+                events.put_nowait(None)
+
+    task = asyncio.ensure_future(go())
+    try:
+        yield chunk({"role": "assistant", "content": ""})
+        while (event := await events.get()) is not None:
+            progress = json.loads(redact(event.model_dump_json()))
+            yield chunk({}, masorch={"event": progress})
+        result = await task
+        if result.ok:
+            yield chunk({"content": result.answer})
+        yield chunk({}, "stop", usage=_usage(result), masorch=_extra(result))
+        yield "data: [DONE]\n\n"
+    finally:
+        task.cancel()  # the client went away: stop the run

@@ -1,0 +1,139 @@
+"""masorch serve: systems as models, through the official openai client and raw HTTP."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+pytest.importorskip("starlette")
+uvicorn = pytest.importorskip("uvicorn")
+
+import openai  # noqa: E402
+from eval_helpers import SumBackendFactory  # noqa: E402
+from starlette.testclient import TestClient  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from masorch.cli.main import build_app  # noqa: E402
+from masorch.errors import UsageError  # noqa: E402
+from masorch.eval.systems import parse_systems  # noqa: E402
+from masorch.run import Environment, EnvSpec  # noqa: E402
+from masorch.serve.app import ServeOptions, make_app  # noqa: E402
+
+pytestmark = pytest.mark.timeout(60)
+QUESTION = "Item 1. What is 2 plus 3?"
+
+
+def _app(token: str | None = None, **model: object):
+    systems = parse_systems("sas:cot,mas:high", model="scripted:m")
+    env = Environment(EnvSpec(backend_factory=SumBackendFactory(**model)))
+    return make_app(systems, env, ServeOptions(token=token, concurrency=4, timeout_s=30))
+
+
+@pytest.fixture()
+def server() -> Iterator[str]:
+    """The app on a free loopback port, in a thread; yields its base URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    srv = uvicorn.Server(uvicorn.Config(_app(token="t0k"), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not srv.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{port}/v1"
+    srv.should_exit = True
+    thread.join(10)
+
+
+def test_the_openai_client_lists_systems_and_gets_answers_with_summed_usage(server: str) -> None:
+    client = openai.OpenAI(base_url=server, api_key="t0k")
+    assert [m.id for m in client.models.list()] == ["sas:cot", "mas:high"]
+    reply = client.chat.completions.create(model="mas:high", messages=[{"role": "user", "content": QUESTION}])
+    assert reply.choices[0].message.content == "5"
+    assert reply.usage is not None and reply.usage.total_tokens > 0
+    extra = reply.model_extra["masorch"]  # type: ignore[index]
+    assert extra["status"] == "ok" and extra["calls"] == 2 and extra["plan"]["agents"][0]["id"] == "solver"
+    assert extra["trace_id"]
+
+
+def test_streaming_sends_progress_then_the_answer(server: str) -> None:
+    client = openai.OpenAI(base_url=server, api_key="t0k")
+    chunks = list(
+        client.chat.completions.create(
+            model="sas:cot", messages=[{"role": "user", "content": QUESTION}], stream=True
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    events = [
+        c.model_extra["masorch"]["event"]["type"]
+        for c in chunks
+        if "event" in (c.model_extra or {}).get("masorch", {})
+    ]  # type: ignore[union-attr]
+    assert text == "5"
+    assert events[0] == "run_started" and "llm_call" in events and events[-1] == "run_finished"
+    assert chunks[-1].choices[0].finish_reason == "stop" and chunks[-1].usage.total_tokens > 0  # type: ignore[index]
+
+
+def test_wrong_token_unknown_system_and_bad_bodies_are_clear_4xx() -> None:
+    client = TestClient(_app(token="t0k"))
+    auth = {"Authorization": "Bearer t0k"}
+    assert client.get("/v1/models").status_code == 401
+    assert client.get("/v1/models", headers={"Authorization": "Bearer nope"}).status_code == 401
+    cases = [
+        (b"{not json", 400, "not JSON"),
+        (b"[1]", 400, "not a JSON object"),
+        (b'{"messages": [{"role": "user", "content": "q"}]}', 400, "`model` is missing"),
+        (b'{"model": "mas:mid", "messages": [{"role": "user", "content": "q"}]}', 404, "no system 'mas:mid'"),
+        (b'{"model": "sas:cot", "messages": []}', 400, "`messages`"),
+        (b'{"model": "sas:cot", "messages": [{"role": "system", "content": "hi"}]}', 400, "user message"),
+        (b"x" * (2 << 20), 413, "request body over"),
+    ]
+    for body, status, message in cases:
+        reply = client.post("/v1/chat/completions", content=body, headers=auth)
+        assert reply.status_code == status, (body[:40], reply.text)
+        assert message in reply.json()["error"]["message"]
+
+
+def test_a_run_without_an_answer_is_a_502_naming_its_status() -> None:
+    client = TestClient(_app(fail_items=(1,)))
+    reply = client.post(
+        "/v1/chat/completions", json={"model": "sas:cot", "messages": [{"role": "user", "content": QUESTION}]}
+    )
+    assert reply.status_code == 502
+    body = reply.json()
+    assert body["error"]["code"] == "error" and "scripted failure" in body["error"]["message"]
+    assert body["masorch"]["status"] == "error"
+
+
+def test_concurrent_requests_run_at_once() -> None:
+    app = _app(delay_s=0.3)
+
+    async def go() -> float:
+        import httpx
+
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            body = {"model": "sas:cot", "messages": [{"role": "user", "content": QUESTION}]}
+            t0 = time.monotonic()
+            replies = await asyncio.gather(
+                *(client.post("/v1/chat/completions", json=body) for _ in range(4))
+            )
+            assert all(r.status_code == 200 for r in replies)
+            return time.monotonic() - t0
+
+    assert asyncio.run(go()) < 0.3 * 4 * 0.75, "4 runs of 0.3 s each must overlap"
+
+
+def test_the_cli_refuses_to_serve_beyond_loopback_without_a_token() -> None:
+    result = CliRunner().invoke(
+        build_app(),
+        ["serve", "--systems", "sas:cot", "--model", "scripted:m", "--host", "0.0.0.0"],
+        env={"MASORCH_SERVE_TOKEN": ""},
+    )
+    assert isinstance(result.exception, UsageError) and "without a token" in str(result.exception)
