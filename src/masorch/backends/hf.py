@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.backends.base import Completion, FinishReason, GenerateConfig, Message, Usage
+from masorch.backends.chat import message_payload
 from masorch.errors import BackendError, UsageError, require_extra
 
 logger = logging.getLogger(__name__)
@@ -99,7 +100,7 @@ class HFBackend:
         import torch
 
         tok = self._tokenizer
-        chat = [{"role": m.role, "content": m.content} for m in messages]
+        chat = [message_payload(m, arguments_as_object=True) for m in messages]
         ids = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
         input_ids = ids["input_ids"].to(self._model.device)
         sample = config.temperature > 0

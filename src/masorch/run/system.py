@@ -211,7 +211,9 @@ def _usage_error(system: str, exc: ValidationError) -> UsageError:
         got = type(first.get("input")).__name__
         message = f"{where} must be of type {_TYPE_NAMES[kind]}, got {got}"
         if kind == "literal_error":
-            message = f"unknown {where} {first.get('input')!r}: use {first['msg'].removeprefix('Input should be ')}"
+            message = (
+                f"unknown {where} {first.get('input')!r}: use {first['msg'].removeprefix('Input should be ')}"
+            )
     elif kind == "value_error":
         message = f"{where} {first['msg'].removeprefix('Value error, ')}"
     else:
