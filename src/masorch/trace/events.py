@@ -122,6 +122,25 @@ class LlmCall(EventBase):
     error: str = ""
 
 
+class ToolResult(EventBase):
+    """One tool call of a multi-round run ended: its round, tool, model, status and cost units.
+
+    ``status`` is one of the rounds mode's statuses (``OK``, ``EXEC_ERR``, ``TIMEOUT``, ``BUDGET``,
+    ``FORMAT_ERR``, ``REJECTED``); ``node`` is the call's node id when it ran, else empty.
+    """
+
+    type: Literal["tool_result"] = "tool_result"
+    round: int
+    call_id: str
+    tool: str
+    status: Literal["OK", "EXEC_ERR", "TIMEOUT", "BUDGET", "FORMAT_ERR", "REJECTED"]
+    node: str = ""
+    model: str = ""
+    units: float = 0.0
+    error: str = ""
+    wall_s: float = 0.0
+
+
 class RunFinished(EventBase):
     """The run ended with a status, an answer (when ok) and its total usage and wall time."""
 
@@ -134,7 +153,7 @@ class RunFinished(EventBase):
 
 
 Event = Annotated[
-    RunStarted | PlanParsed | PlanRejected | NodeStarted | NodeFinished | LlmCall | RunFinished,
+    RunStarted | PlanParsed | PlanRejected | NodeStarted | NodeFinished | LlmCall | ToolResult | RunFinished,
     Field(discriminator="type"),
 ]
 
