@@ -56,7 +56,8 @@ def _failure(result: SandboxResult) -> str:
 class PythonAgent:
     """Up to ``max_attempts`` programs; each failure (no code, exception, timeout, no output) is fed
     back to the model with the error. The first program that prints something feeds a final call
-    that states the answer. Programs run under :func:`masorch.agents.sandbox.run_sandboxed`.
+    that states the answer. When every attempt fails, the output's details carry the last program's
+    ``stdout`` and ``stderr`` verbatim. Programs run under :func:`masorch.agents.sandbox.run_sandboxed`.
 
     ``allow_packages`` lets programs import the running interpreter's installed packages (numpy,
     sympy, ...) read-only; the sandbox's other limits apply either way. A run offers it only where
@@ -154,9 +155,10 @@ class PythonAgent:
                 messages += [Message("assistant", reply.text), Message("user", feedback)]
         except BackendError as exc:
             return log.error(f"model call failed: {exc}")
+        last = {} if result is None else {"stdout": result.stdout, "stderr": result.stderr}
         return log.error(
             f"no program succeeded in {max_attempts} attempts: " + "; ".join(failures),
-            {"attempts": max_attempts, "failures": failures},
+            {"attempts": max_attempts, "failures": failures, **last},
         )
 
 

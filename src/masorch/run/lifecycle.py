@@ -19,7 +19,7 @@ from masorch.run.environment import Environment
 from masorch.run.executor import run_plan
 from masorch.run.orchestrate import OrchestrateOptions, orchestrate
 from masorch.run.result import RunResult
-from masorch.run.rounds import RoundsOptions, run_rounds
+from masorch.run.rounds import PoolEntry, RoundsOptions, run_rounds
 from masorch.run.system import System
 from masorch.trace.writer import TraceSink
 
@@ -55,7 +55,7 @@ async def run(
             mode=system.label,
         )
         return dataclasses.replace(result, plan=validated.plan)
-    agents = env.offered_agents(retriever=retriever is not None)
+    agents = env.offered_agents(retriever=retriever is not None, history=system.mode == "rounds")
     orchestrator = env.backend(system.orchestrator_model)
     unknown = sorted(k for k in system.agent_models if k not in agents)
     if unknown:
@@ -72,6 +72,8 @@ async def run(
             options=RoundsOptions.of(system),
             trace=trace,
             retriever=retriever,
+            pool={n: PoolEntry(env.backend(p.model), p.description) for n, p in system.pool.items()},
+            synthesis=env.backend(system.synthesis) if system.synthesis else None,
         )
     return await orchestrate(
         question,
