@@ -313,7 +313,7 @@ class _Rounds:
             call_id=o.call_id,
             tool=o.tool,
             status=o.status,
-            node=o.node if o.output is not None else "",
+            node=o.node,
             model=o.model,
             units=o.units,
             error=o.error,

@@ -126,7 +126,8 @@ class ToolResult(EventBase):
     """One tool call of a multi-round run ended: its round, tool, model, status and cost units.
 
     ``status`` is one of the rounds mode's statuses (``OK``, ``EXEC_ERR``, ``TIMEOUT``, ``BUDGET``,
-    ``FORMAT_ERR``, ``REJECTED``); ``node`` is the call's node id when it ran, else empty.
+    ``FORMAT_ERR``, ``REJECTED``); ``node`` is the call's id in the run (``r2c1``: round 2, call
+    1), also when it was refused; ``model`` is the model that ran it (empty when it did not run).
     """
 
     type: Literal["tool_result"] = "tool_result"
