@@ -111,7 +111,7 @@ async def test_a_round_runs_in_parallel_and_results_come_back_as_tool_messages()
     statuses = [(e.call_id, e.status) for e in trace.events if e.type == "tool_result"]
     assert statuses == [("c0", "OK"), ("c1", "OK"), ("c2", "EXEC_ERR")]
     assert result.trajectory is not None and result.trajectory.ended_by == "final_answer"
-    assert result.reply == "42"
+    assert result.reply == r"\boxed{42}"
 
 
 async def test_calls_over_the_limit_are_rejected_not_dropped():

@@ -51,10 +51,11 @@ class RunResult:
         """The plan's single sink node's whole reply (every boxed answer in it), else the run's answer.
 
         What a scorer that reads whole replies (MASBench: several boxes) grades, in eval and in
-        training alike. A multi-round run's reply is its answer (its calls are not a dataflow).
+        training alike. A multi-round run's reply is its final answer (its calls are not a
+        dataflow), boxed unless it already holds boxes, as a sub-agent's reply would be.
         """
         if self.trajectory is not None:
-            return self.answer
+            return self.answer if "\\boxed" in self.answer or not self.answer else f"\\boxed{{{self.answer}}}"
         plan = self.plan
         if plan is not None and plan.agents:
             sources = {f.src for f in plan.flows}
