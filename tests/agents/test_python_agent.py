@@ -45,6 +45,7 @@ async def test_a_failing_last_program_leaves_its_output_verbatim(make_ctx):
     assert out.status is NodeStatus.ERROR
     assert out.details["stdout"] == "partial 1\n"
     assert "KeyError: 'no such key'" in out.details["stderr"] and "Traceback" in out.details["stderr"]
+    assert out.details["exit"] == "exited with status 1"
 
 
 async def test_a_timeout_on_every_attempt_is_an_error(make_ctx):

@@ -49,7 +49,11 @@ class CodeFail:
     signature = KindSignature(kind="python", summary="writes and runs code")
 
     async def run(self, node: NodeInput, ctx: object) -> NodeOutput:
-        details = {"stdout": "partial\n", "stderr": "Traceback ...\nKeyError: 'x'\n"}
+        details = {
+            "stdout": "partial\n",
+            "stderr": "Traceback ...\nKeyError: 'x'\n",
+            "exit": "exited with status 1",
+        }
         return NodeOutput(status=NodeStatus.ERROR, error="no program succeeded", details=details)
 
 
@@ -166,7 +170,8 @@ async def test_timeouts_and_code_failures_come_back_with_their_text():
     results = tool_messages(orch, 1)
     assert results["c0"].startswith("status: TIMEOUT") and "timed out after 0.05 s" in results["c0"]
     assert results["c1"].startswith("status: EXEC_ERR")
-    assert "stdout:\npartial\n\nstderr:\nTraceback ...\nKeyError: 'x'" in results["c1"]
+    verbatim = "stdout:\npartial\n\nstderr:\nTraceback ...\nKeyError: 'x'"
+    assert results["c1"].endswith("error: the last program exited with status 1\n" + verbatim)
     assert result.status == "ok"
 
 

@@ -53,11 +53,23 @@ def _failure(result: SandboxResult) -> str:
     return "the program printed nothing"
 
 
+def _exit(result: SandboxResult) -> str:
+    """How a program ended, in a few words (its output says the rest)."""
+    if result.timed_out:
+        return "did not finish in time"
+    if result.killed_reason:
+        return f"stopped ({result.killed_reason})"
+    if result.exit_code != 0:
+        return f"exited with status {result.exit_code}"
+    return "printed nothing"
+
+
 class PythonAgent:
     """Up to ``max_attempts`` programs; each failure (no code, exception, timeout, no output) is fed
     back to the model with the error. The first program that prints something feeds a final call
     that states the answer. When every attempt fails, the output's details carry the last program's
-    ``stdout`` and ``stderr`` verbatim. Programs run under :func:`masorch.agents.sandbox.run_sandboxed`.
+    ``stdout`` and ``stderr`` verbatim and how it ended (``exit``). Programs run under
+    :func:`masorch.agents.sandbox.run_sandboxed`.
 
     ``allow_packages`` lets programs import the running interpreter's installed packages (numpy,
     sympy, ...) read-only; the sandbox's other limits apply either way. A run offers it only where
@@ -155,7 +167,11 @@ class PythonAgent:
                 messages += [Message("assistant", reply.text), Message("user", feedback)]
         except BackendError as exc:
             return log.error(f"model call failed: {exc}")
-        last = {} if result is None else {"stdout": result.stdout, "stderr": result.stderr}
+        last = (
+            {}
+            if result is None
+            else {"stdout": result.stdout, "stderr": result.stderr, "exit": _exit(result)}
+        )
         return log.error(
             f"no program succeeded in {max_attempts} attempts: " + "; ".join(failures),
             {"attempts": max_attempts, "failures": failures, **last},

@@ -142,9 +142,12 @@ class CheckedCall:
         """The outcome of this call once it ran, from its node's output."""
         status = _STATUS_OF_NODE[out.status]
         error = out.error
-        if status == "EXEC_ERR" and ("stdout" in out.details or "stderr" in out.details):
-            # The Code Reasoner's last program output, verbatim, so the orchestrator can act on it.
-            error += f"\nstdout:\n{out.details.get('stdout', '')}\nstderr:\n{out.details.get('stderr', '')}"
+        if status == "EXEC_ERR" and "stderr" in out.details:
+            # The Code Reasoner's last program: how it ended and its output, verbatim (not the
+            # agent's summary of every attempt, which quotes the same stderr).
+            d = out.details
+            ended = f"the last program {d.get('exit', 'failed')}"
+            error = f"{ended}\nstdout:\n{d.get('stdout', '')}\nstderr:\n{d.get('stderr', '')}".rstrip()
         return CallOutcome(
             round=self.round,
             call_id=self.call_id,
