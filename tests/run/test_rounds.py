@@ -273,3 +273,16 @@ async def test_the_trajectory_exports_as_one_chat_record():
     assert (meta["answer"], meta["ended_by"], meta["rounds"], meta["units"]) == ("42", "final_answer", 1, 2.0)
     assert meta["statuses"] == {"OK": 1, "EXEC_ERR": 1}
     assert set(meta["statuses"]) <= set(TOOL_STATUSES)
+
+
+async def test_tool_calls_written_as_text_are_read_and_unreadable_ones_explained():
+    hermes = '<tool_call>\n{"name": "cot", "arguments": {"task": "a"}}\n</tool_call>'
+    script = [Completion(text=hermes), Completion(text='[{"name": "cot", "arguments": {"task": '), final()]
+    result, orch, sub, _ = await go(script)
+    assert result.status == "ok" and len(sub.calls) == 1
+    assert tool_messages(orch, 1)["call_r1c1"].startswith("status: OK")
+    explained = orch.calls[2][0][-1].content
+    assert (
+        explained.startswith("Your reply's tool calls could not be read:")
+        and "round 2 of 12" in explained.lower()
+    )

@@ -21,6 +21,7 @@ from masorch.agents.base import NodeOutput, NodeStatus
 from masorch.backends.base import ToolCall, ToolSpec
 from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
 from masorch.plan.catalogue import Catalogue
+from masorch.plan.parse_json import read_json_calls
 from masorch.run.orchestrate import param_json_schema
 from masorch.run.trajectory import CallOutcome, ToolStatus
 
@@ -233,6 +234,23 @@ def check_calls(
             continue
         out.append(CheckedCall(round_no, call.id, node, call.name, task, checked.validated, str(pool_name)))
     return out
+
+
+def calls_in_text(text: str) -> tuple[tuple[ToolCall, ...], str]:
+    """Tool calls written as JSON in a reply's text, and what was wrong reading them ("" if nothing).
+
+    The fallback for servers that return the model's tool calls as text instead of native ones:
+    Hermes ``<tool_call>`` tags, a list of ``{"name", "arguments"}`` objects, a ``{"tool_calls":
+    [...]}`` message (the plan language's JSON reader, :func:`masorch.plan.parse_json.read_json_calls`).
+
+    >>> calls, problem = calls_in_text('<tool_call>{"name": "cot", "arguments": {"task": "t"}}</tool_call>')
+    >>> [(c.name, c.arguments) for c in calls], problem
+    ([('cot', '{"task": "t"}')], '')
+    """
+    raw, diagnostics, _found = read_json_calls(text)
+    calls = tuple(ToolCall(c.name, json.dumps(c.kwargs), id="") for c in raw if not c.args)
+    problems = [f"{d.message} (hint: {d.hint})" for d in diagnostics if d.is_error]
+    return calls, "; ".join(problems)
 
 
 def final_answer(call: ToolCall) -> str | None:

@@ -1,7 +1,8 @@
 """Multi-round "agent-as-tool" mode: the orchestrator calls sub-agents as tools, round by round.
 
 Each round the orchestrator makes 1..``max_calls_per_round`` native tool calls (one tool per kind;
-a call names its subtask and optionally a model of the pool) or calls ``final_answer`` alone. The
+a call names its subtask and optionally a model of the pool) or calls ``final_answer`` alone; tool
+calls a server returns as JSON text are read as calls too. The
 calls of a round run in parallel; each comes back as a ``tool`` message with its ``tool_call_id``
 and a status from a fixed set (:mod:`masorch.run.round_calls`). After ``max_rounds`` rounds
 without a final answer, a synthesis call (the ``synthesis`` model, default the orchestrator) turns
@@ -30,6 +31,7 @@ from masorch.run.round_calls import (
     TOOL_TITLES,
     CheckedCall,
     call_ids,
+    calls_in_text,
     check_calls,
     final_answer,
     tool_costs,
@@ -166,7 +168,10 @@ class _Rounds:
             reply = await self._ask(self.orchestrator, self.tools, node=None)
             if isinstance(reply, RunResult):
                 return reply
-            calls = call_ids(reply.tool_calls, round_no)
+            calls, problem = reply.tool_calls, ""
+            if not calls and reply.text.strip():
+                calls, problem = calls_in_text(reply.text)
+            calls = call_ids(calls, round_no)
             self.messages.append(Message("assistant", reply.text, tool_calls=calls))
             if len(calls) == 1 and calls[0].name == FINAL_TOOL:
                 answer = final_answer(calls[0])
@@ -186,16 +191,17 @@ class _Rounds:
                 return self._end("budget", "budget", error=spent)
             if round_no < self.opts.max_rounds:
                 template = "rounds/round_done.j2" if calls else "rounds/no_calls.j2"
-                self.messages.append(Message("user", self._render_between(template, round_no)))
+                self.messages.append(Message("user", self._render_between(template, round_no, problem)))
         return await self._synthesize()
 
-    def _render_between(self, template: str, round_no: int) -> str:
+    def _render_between(self, template: str, round_no: int, problem: str) -> str:
         return render(
             template,
             round=round_no,
             max_rounds=self.opts.max_rounds,
             units=self.units,
             max_units=self.opts.max_units,
+            problem=problem,
         )
 
     async def _ask(
