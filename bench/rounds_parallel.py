@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import multiprocessing as mp
 import os
 import re
 import statistics
@@ -24,10 +23,11 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from _server import loopback_process
+
 from masorch.agents.base import AgentRegistry
 from masorch.agents.cot import CotAgent
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message, ToolCall
-from masorch.backends.loopback import LoopbackServer
 from masorch.backends.openai_compat import OpenAIBackend
 from masorch.backends.scripted import ScriptedBackend
 from masorch.run.executor import RoleBackends
@@ -67,13 +67,6 @@ def plan_turn(messages: Sequence[dict[str, Any]]) -> str | dict[str, Any]:
             for i, (n, a) in enumerate(calls)
         ]
     }
-
-
-def _serve(port_queue: Any, stop: Any, latency_ms: float) -> None:
-    """Child process: the loopback server until told to stop (no GIL shared with the run)."""
-    with LoopbackServer(plan_turn, latency_ms=latency_ms, record_bodies=False) as server:
-        port_queue.put(server.base_url)
-        stop.wait()
 
 
 async def one_run(backend: Backend, per_round: int) -> RunResult:
@@ -184,15 +177,8 @@ def main() -> None:
     # Shared machines skew wall times: say how busy this one was.
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for latency in args.latency_ms:
-        queue: Any = mp.Queue()
-        stop = mp.Event()
-        server = mp.Process(target=_serve, args=(queue, stop, latency), daemon=True)
-        server.start()
-        try:
-            asyncio.run(loopback(queue.get(timeout=30), latency, args.repeats))
-        finally:
-            stop.set()
-            server.join(timeout=10)
+        with loopback_process(latency, plan_turn) as base_url:
+            asyncio.run(loopback(base_url, latency, args.repeats))
     asyncio.run(in_process(args.repeats))
 
 

@@ -43,25 +43,21 @@ def _tail(text: str, limit: int = _FEEDBACK_CHARS) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-def _failure(result: SandboxResult) -> str:
-    if result.timed_out:
-        return "the program did not finish in time"
-    if result.killed_reason:
-        return f"the program was stopped ({result.killed_reason})"
-    if result.exit_code != 0:
-        return _tail(result.stderr) or f"the program exited with status {result.exit_code}"
-    return "the program printed nothing"
-
-
 def _exit(result: SandboxResult) -> str:
-    """How a program ended, in a few words (its output says the rest)."""
+    """How a failed program ended, in a few words (its output says the rest)."""
     if result.timed_out:
         return "did not finish in time"
     if result.killed_reason:
-        return f"stopped ({result.killed_reason})"
+        return f"was stopped ({result.killed_reason})"
     if result.exit_code != 0:
         return f"exited with status {result.exit_code}"
     return "printed nothing"
+
+
+def _failure(result: SandboxResult) -> str:
+    """What the model is told about a failed program: its stderr after an exception, else how it ended."""
+    crashed = result.exit_code != 0 and not result.timed_out and not result.killed_reason
+    return (crashed and _tail(result.stderr)) or f"the program {_exit(result)}"
 
 
 class PythonAgent:

@@ -8,19 +8,20 @@ from __future__ import annotations
 
 from masorch.plan.catalogue import KindSignature, ParamSpec
 
+#: The sampling temperature of a one-call agent (greedy by default).
+TEMPERATURE = ParamSpec(
+    name="temperature",
+    type="float",
+    default=0.0,
+    minimum=0.0,
+    maximum=2.0,
+    description="sampling temperature",
+)
+
 COT = KindSignature(
     kind="cot",
     summary="Chain-of-thought: one model call that reasons step by step and gives an answer.",
-    params=(
-        ParamSpec(
-            name="temperature",
-            type="float",
-            default=0.0,
-            minimum=0.0,
-            maximum=2.0,
-            description="sampling temperature",
-        ),
-    ),
+    params=(TEMPERATURE,),
 )
 
 SC = KindSignature(
@@ -113,14 +114,7 @@ REVIEW = KindSignature(
         ParamSpec(
             name="max_issues", type="int", default=5, minimum=1, maximum=10, description="most issues listed"
         ),
-        ParamSpec(
-            name="temperature",
-            type="float",
-            default=0.0,
-            minimum=0.0,
-            maximum=2.0,
-            description="sampling temperature",
-        ),
+        TEMPERATURE,
     ),
 )
 

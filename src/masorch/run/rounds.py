@@ -312,19 +312,9 @@ class _Rounds:
             return self._end("error", "synthesis", error="the synthesis call gave no answer")
         return self._end("ok", "synthesis", answer=answer)
 
-    def _emit(self, o: CallOutcome) -> None:
-        self.session.emit(
-            ToolResult,
-            round=o.round,
-            call_id=o.call_id,
-            tool=o.tool,
-            status=o.status,
-            node=o.node,
-            model=o.model,
-            units=o.units,
-            error=o.error,
-            wall_s=o.wall_s,
-        )
+    def _emit(self, outcome: CallOutcome) -> None:
+        fields = outcome.to_dict()
+        self.session.emit(ToolResult, **{k: fields[k] for k in ToolResult.model_fields if k in fields})
 
     def _end(self, status: RunStatus, ended_by: EndedBy, *, answer: str = "", error: str = "") -> RunResult:
         trajectory = Trajectory(
