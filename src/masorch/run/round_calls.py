@@ -91,7 +91,8 @@ def tool_specs(
     table = tool_costs(costs)
     tools = []
     for sig in catalogue.values():
-        props: dict[str, Any] = {"task": {"type": "string", "description": "a self-contained subtask"}}
+        task = "what this agent must do, written out in full with every number and fact it needs"
+        props: dict[str, Any] = {"task": {"type": "string", "description": task}}
         if pool:
             props["model"] = {
                 "type": "string",
