@@ -201,6 +201,18 @@ async def test_the_round_cap_ends_with_a_synthesis_call():
     assert result.ledger.for_role("orchestrator").calls == 3
 
 
+async def test_a_synthesis_reply_without_an_answer_is_an_error_not_a_guess():
+    # A 0.5B model, asked to synthesise, wrote another tool call in a fence (seen on a real run).
+    fenced = '```json\n{"name": "cot", "arguments": {"task": "t"}}\n```'
+    synth = ScriptedBackend([fenced], name="synth")
+    result, *_ = await go([calls(("cot", {"task": "t"}))], max_rounds=1, synthesis=synth)
+    assert result.status == "error" and "synthesis call gave no answer" in result.error
+    assert result.trajectory is not None and result.trajectory.ended_by == "synthesis"
+    written = '{"name": "final_answer", "arguments": {"answer": "9"}}'
+    result, *_ = await go([calls(("cot", {"task": "t"}))], max_rounds=1, synthesis=ScriptedBackend([written]))
+    assert (result.status, result.answer) == ("ok", "9")
+
+
 async def test_pool_models_run_the_calls_that_name_them_and_are_shown_to_the_orchestrator():
     big = ScriptedBackend(lambda m, c: "big-answer", name="big")
     script = [calls(("cot", {"task": "hard", "model": "big"}), ("cot", {"task": "easy"})), final()]

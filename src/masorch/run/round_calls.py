@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from masorch.agents.answer import boxed_answer, extract_answer
 from masorch.agents.base import NodeOutput, NodeStatus
 from masorch.backends.base import ToolCall, ToolSpec
 from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
@@ -252,6 +253,29 @@ def calls_in_text(text: str) -> tuple[tuple[ToolCall, ...], str]:
     calls = tuple(ToolCall(c.name, json.dumps(c.kwargs), id="") for c in raw if not c.args)
     problems = [f"{d.message} (hint: {d.hint})" for d in diagnostics if d.is_error]
     return calls, "; ".join(problems)
+
+
+def synthesis_answer(text: str) -> str:
+    """The answer in a synthesis reply, or "" when it holds none.
+
+    A boxed answer; else a ``final_answer`` call written as text; else, when the reply holds no
+    tool call, its ``Answer:`` line or last line (a code fence alone is no answer).
+
+    >>> synthesis_answer(r"They agree. \\boxed{7}")
+    '7'
+    >>> synthesis_answer('{"name": "final_answer", "arguments": {"answer": "7"}}')
+    '7'
+    >>> synthesis_answer('```json\\n{"name": "cot", "arguments": {"task": "t"}}\\n```')
+    ''
+    """
+    boxed = boxed_answer(text)
+    if boxed is not None:
+        return boxed.strip()
+    calls, _problem = calls_in_text(text)
+    if calls:
+        answers = [final_answer(c) for c in calls if c.name == FINAL_TOOL]
+        return next((a for a in reversed(answers) if a), "")
+    return extract_answer(text).strip("`").strip()
 
 
 def final_answer(call: ToolCall) -> str | None:

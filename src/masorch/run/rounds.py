@@ -17,7 +17,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from masorch.agents.answer import extract_answer
 from masorch.agents.base import KIND_NEEDS, AgentRegistry, NodeOutput, NodeStatus, Retriever, UpstreamResult
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message, ToolCall, ToolSpec
 from masorch.errors import BudgetExceeded, MasorchError
@@ -34,6 +33,7 @@ from masorch.run.round_calls import (
     calls_in_text,
     check_calls,
     final_answer,
+    synthesis_answer,
     tool_costs,
     tool_specs,
     units_of,
@@ -307,7 +307,7 @@ class _Rounds:
         if isinstance(reply, RunResult):
             return reply
         self.messages.append(Message("assistant", reply.text))
-        answer = extract_answer(reply.text)
+        answer = synthesis_answer(reply.text)
         if not answer:
             return self._end("error", "synthesis", error="the synthesis call gave no answer")
         return self._end("ok", "synthesis", answer=answer)
