@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
+from pathlib import Path
 
 from run_helpers import CallAgent, FailAgent
 
@@ -24,6 +26,8 @@ from masorch.run.round_calls import DEFAULT_TOOL_COSTS, tool_specs
 from masorch.run.rounds import PoolEntry, RoundsOptions, run_rounds
 from masorch.run.trajectory import TOOL_STATUSES
 from masorch.trace.writer import MemoryTrace
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 
 def calls(*items: tuple[str, object], ids: bool = True) -> Completion:
@@ -298,3 +302,40 @@ async def test_tool_calls_written_as_text_are_read_and_unreadable_ones_explained
         explained.startswith("Your reply's tool calls could not be read:")
         and "round 2 of 12" in explained.lower()
     )
+
+
+async def test_rendered_conversation_and_tools_snapshot():
+    """Every rounds prompt as the orchestrator and the synthesis model see them (system prompt,
+    tool results, the between-round notes, the synthesis request) and the tools offered."""
+    from masorch.agents.registry import default_registry, offered_registry
+
+    synth = ScriptedBackend([r"\boxed{5}"], name="synth")
+    script = [
+        calls(("cot", {"task": "Add 2 and 3."}), ("sc", {"task": "Add 2 and 3.", "n": 99})),
+        Completion(""),
+    ]
+    await run_rounds(
+        "What is 2 + 3?",
+        orchestrator=ScriptedBackend(script, name="orch"),
+        backends=RoleBackends(ScriptedBackend(lambda m, c: r"2 + 3 = 5. \boxed{5}", name="sub")),
+        agents=offered_registry(default_registry(), retriever=True, sandbox=True, history=True),
+        options=RoundsOptions(max_rounds=2, budget=Budget(max_calls=30), max_units=10),
+        pool={"big": PoolEntry(ScriptedBackend([]), "a larger model, 4x the cost")},
+        synthesis=synth,
+    )
+    messages, config = synth.calls[0]
+    text = "\n\n".join(
+        f"=== {m.role} {m.tool_call_id}".rstrip()
+        + "".join(f"\n-> {c.id}: {c.name}({c.arguments})" for c in m.tool_calls)
+        + f"\n{m.content}"
+        for m in messages
+    )
+    tools = tool_specs(
+        offered_registry(default_registry(), retriever=True, sandbox=True, history=True).catalogue()
+    )
+    text += "\n\n=== tools\n" + json.dumps([t.__dict__ for t in tools], indent=1, default=dict) + "\n"
+    path = SNAPSHOTS / "rounds_conversation.txt"
+    if os.environ.get("MASORCH_UPDATE_SNAPSHOTS"):
+        path.write_text(text)
+    assert text == path.read_text()
+    assert config.tools == ()

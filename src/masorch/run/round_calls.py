@@ -23,7 +23,7 @@ from masorch.backends.base import ToolCall, ToolSpec
 from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
 from masorch.plan.catalogue import Catalogue
 from masorch.plan.parse_json import read_json_calls
-from masorch.run.orchestrate import param_json_schema
+from masorch.run.orchestrate import param_schema
 from masorch.run.trajectory import CallOutcome, ToolStatus
 
 FINAL_TOOL = "final_answer"
@@ -101,7 +101,7 @@ def tool_specs(
                 "description": "the pool model to run this call (default: the sub-agent model)",
             }
         for p in sig.params:
-            props[p.name] = {**param_json_schema(p.type), "description": p.description}
+            props[p.name] = {**param_schema(p), "description": p.description, "default": p.default}
         title = TOOL_TITLES.get(sig.kind)
         summary = f"{title}. {sig.summary}" if title else sig.summary
         tools.append(
