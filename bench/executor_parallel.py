@@ -15,17 +15,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import multiprocessing as mp
 import os
 import statistics
 import time
-from typing import Any
+
+from _server import loopback_process
 
 from masorch.agents.base import AgentRegistry
 from masorch.agents.cot import CotAgent
 from masorch.agents.sc import SelfConsistencyAgent
 from masorch.backends.base import Backend, GenerateConfig, Message
-from masorch.backends.loopback import LoopbackServer
 from masorch.backends.openai_compat import OpenAIBackend
 from masorch.backends.scripted import ScriptedBackend
 from masorch.plan import DoM, ValidatedPlan, check
@@ -103,13 +102,6 @@ async def execute(plan: ValidatedPlan, backend: Backend, registry: AgentRegistry
     t0 = time.perf_counter()
     result = await executor.execute(plan, "bench question")
     return time.perf_counter() - t0, result.status
-
-
-def _serve(port_queue: Any, stop: Any, latency_ms: float) -> None:
-    """Child process: run the loopback server until told to stop (no GIL shared with the executor)."""
-    with LoopbackServer(latency_ms=latency_ms, record_bodies=False) as server:
-        port_queue.put(server.base_url)
-        stop.wait()
 
 
 def levels(plan: ValidatedPlan) -> list[list[str]]:
@@ -219,15 +211,8 @@ def main() -> None:
     # Shared machines skew wall times: say how busy this one was.
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     for latency in args.latency_ms:
-        queue: Any = mp.Queue()
-        stop = mp.Event()
-        server = mp.Process(target=_serve, args=(queue, stop, latency), daemon=True)
-        server.start()
-        try:
-            asyncio.run(parallel_figures(queue.get(timeout=30), latency, args.repeats))
-        finally:
-            stop.set()
-            server.join(timeout=10)
+        with loopback_process(latency) as base_url:
+            asyncio.run(parallel_figures(base_url, latency, args.repeats))
     asyncio.run(overhead_figures(args.overhead_calls))
 
 

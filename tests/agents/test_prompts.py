@@ -94,6 +94,15 @@ CASES: dict[str, tuple[str, dict[str, object]]] = {
         {**BASE, "queries": ["sheep farmer"], "evidence": EVIDENCE, "hops_left": 1},
     ),
     "search_answer": ("agents/search_answer.j2", {**BASE, "evidence": EVIDENCE}),
+    "review": (
+        "agents/review.j2",
+        {
+            **BASE,
+            "max_issues": 3,
+            "history": [{"id": "r1c1 cot", "answer": "43", "reasoning": r"17 + 25 = 43. \boxed{43}"}],
+        },
+    ),
+    "review_no_history": ("agents/review.j2", {**BASE, "task": QUESTION, "max_issues": 5, "history": []}),
 }
 
 

@@ -38,6 +38,16 @@ async def test_an_exception_is_fed_back_and_the_fix_runs(make_ctx):
     assert out.details["failures"][0].startswith("attempt 1: ")
 
 
+async def test_a_failing_last_program_leaves_its_output_verbatim(make_ctx):
+    code = "print('partial 1')\nraise KeyError('no such key')"
+    ctx = make_ctx([fenced(code)])
+    out = await PythonAgent().run(NodeInput("p", "Fail.", "", params={"max_attempts": 1}), ctx)
+    assert out.status is NodeStatus.ERROR
+    assert out.details["stdout"] == "partial 1\n"
+    assert "KeyError: 'no such key'" in out.details["stderr"] and "Traceback" in out.details["stderr"]
+    assert out.details["exit"] == "exited with status 1"
+
+
 async def test_a_timeout_on_every_attempt_is_an_error(make_ctx):
     ctx = make_ctx([fenced("while True:\n    pass"), fenced("while True:\n    pass")])
     node = NodeInput("p", "Loop.", "", params={"max_attempts": 2, "timeout_s": 1.0})

@@ -8,10 +8,11 @@ from masorch.agents import SubAgent, builtin_catalogue, default_registry
 from masorch.errors import UsageError
 
 
-def test_default_registry_has_the_six_kinds_with_their_catalogue_signatures():
+def test_default_registry_has_the_plan_kinds_and_the_reviewer_with_their_signatures():
     registry = default_registry()
-    assert list(registry.catalogue()) == ["cot", "sc", "debate", "reflexion", "search", "python"]
-    assert registry.catalogue() == builtin_catalogue()
+    kinds = ["cot", "sc", "debate", "reflexion", "search", "python", "review"]
+    assert list(registry.catalogue()) == kinds
+    assert registry.catalogue() == {**builtin_catalogue(), "review": registry.get("review").signature}
     for kind in registry.catalogue():
         assert isinstance(registry.get(kind), SubAgent)
 
@@ -27,7 +28,10 @@ def test_a_run_is_offered_only_the_kinds_it_can_execute():
     from masorch.agents import offered_registry
 
     every = default_registry()
-    assert list(offered_registry(every, retriever=True, sandbox=True).catalogue()) == list(every.catalogue())
+    full = offered_registry(every, retriever=True, sandbox=True, history=True)
+    assert list(full.catalogue()) == list(every.catalogue())
+    plans = offered_registry(every, retriever=True, sandbox=True)  # a one-step plan has no history
+    assert "review" not in plans and list(plans.catalogue()) == list(builtin_catalogue())
     bare = offered_registry(every, retriever=False, sandbox=False)
     assert list(bare.catalogue()) == ["cot", "sc", "debate", "reflexion"]
     assert "search" in offered_registry(every, retriever=True, sandbox=False)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from masorch.backends.base import Backend, GenerateConfig, Message, ToolSpec
+from masorch.backends.base import Backend, GenerateConfig, Message, ToolCall, ToolSpec
 from masorch.backends.cache import CachedBackend, ResponseCache, cache_key
 from masorch.backends.scripted import ScriptedBackend
 from masorch.errors import BackendError, UsageError
@@ -151,3 +151,14 @@ def test_a_file_that_is_not_a_cache_is_a_usage_error(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(UsageError, match="schema version 99"):
         ResponseCache(newer)
+
+
+def test_tool_calls_and_tool_call_ids_are_in_the_key() -> None:
+    plain = cache_key("m", [Message("assistant", "")], GenerateConfig())
+    one = [Message("assistant", "", tool_calls=(ToolCall("cot", '{"task": "a"}', id="c1"),))]
+    other = [Message("assistant", "", tool_calls=(ToolCall("cot", '{"task": "b"}', id="c1"),))]
+    assert len({plain, cache_key("m", one, GenerateConfig()), cache_key("m", other, GenerateConfig())}) == 3
+    answered = cache_key("m", [Message("tool", "4", tool_call_id="c1")], GenerateConfig())
+    assert answered != cache_key("m", [Message("tool", "4", tool_call_id="c2")], GenerateConfig())
+    # A message without tool parts keys as it did before messages could carry them.
+    assert plain == cache_key("m", [Message("assistant", "")], GenerateConfig())

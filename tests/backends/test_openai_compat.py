@@ -9,7 +9,7 @@ import socket
 
 import pytest
 
-from masorch.backends.base import Backend, GenerateConfig, Message, ToolSpec
+from masorch.backends.base import Backend, GenerateConfig, Message, ToolCall, ToolSpec
 from masorch.backends.loopback import FAULT_KINDS, TRANSIENT_FAULTS, FaultPlan, LoopbackServer
 from masorch.backends.openai_compat import OpenAIBackend, Pricing, RetryPolicy, redact_url
 from masorch.errors import BackendError, UsageError
@@ -180,6 +180,25 @@ async def test_tool_calls_are_returned() -> None:
     assert c.finish == "tool_calls" and c.text == ""
     assert c.tool_calls[0].name == "add" and c.tool_calls[0].id == "c1"
     assert json.loads(c.tool_calls[0].arguments) == {"a": 2, "b": 2}
+
+
+async def test_tool_calls_and_tool_results_are_sent_in_the_openai_format() -> None:
+    call = ToolCall("add", '{"a": 2, "b": 2}', id="c1")
+    history = [*ASK, Message("assistant", "", tool_calls=(call,)), Message("tool", "4", tool_call_id="c1")]
+    with LoopbackServer() as server:
+        b = backend(server)
+        await b.complete(history, GenerateConfig())
+        await b.aclose()
+    sent = server.bodies[0]["messages"]
+    assert sent[2] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "add", "arguments": call.arguments}}
+        ],
+    }
+    assert sent[3] == {"role": "tool", "content": "4", "tool_call_id": "c1"}
+    assert sent[0] == {"role": "system", "content": "be brief"}
 
 
 async def test_length_finish() -> None:

@@ -33,6 +33,8 @@ def make_app(orchestrator_replies, made: dict | None = None) -> typer.Typer:
             backend = ScriptedBackend(
                 lambda m, c: "\\boxed{5}" if "Add 2 and 3" in m[-1].content else "\\boxed{10}", name="sub"
             )
+        elif spec in ("scripted:big", "scripted:synth"):
+            backend = ScriptedBackend(lambda m, c: "\\boxed{5}", name=spec.partition(":")[2])
         elif spec.startswith("dead:"):
             # A real OpenAI client against a port nothing listens on.
             backend = OpenAIBackend("m", base_url="http://127.0.0.1:9/v1", api_key="k", timeout_s=1.0)
@@ -66,7 +68,8 @@ def test_json_output_has_exactly_the_documented_keys(tmp_path):
     result = CliRunner().invoke(make_app([PLAN]), [*ARGS, "--json", "--trace", str(trace)])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert set(out) == {"answer", "status", "plan", "diagnostics", "usage", "wall_s"}
+    assert set(out) == {"answer", "status", "plan", "diagnostics", "usage", "wall_s", "rounds"}
+    assert out["rounds"] is None
     assert (out["answer"], out["status"]) == ("10", "ok")
     assert set(out["usage"]) == {"calls", "prompt_tokens", "completion_tokens", "cost"}
     assert out["usage"]["calls"] == 1 + 1 + 3
@@ -156,8 +159,48 @@ def test_rounds_mode():
     out = json.loads(result.stdout)
     assert (out["status"], out["answer"], out["usage"]["calls"]) == ("ok", "5", 3)
     assert [a["id"] for a in out["plan"]["agents"]] == ["r1c1"]
+    assert out["rounds"]["statuses"] == {"OK": 1} and out["rounds"]["ended_by"] == "final_answer"
     shown = CliRunner().invoke(make_app(script), [*ARGS, "--mode", "rounds"])
     assert "answer: 5" in shown.stdout and "r1c1" in shown.stdout
+    assert "1 rounds (1 OK), 1 units, ended by final_answer" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("mode", "flags", "named"),
+    [
+        ("rounds", ["--dom", "low"], "--dom"),
+        ("rounds", ["--dialect", "json", "--repair", "1"], "--dialect, --repair"),
+        ("rounds-serial", ["--no-constrain"], "--constrain/--no-constrain"),
+        ("plan", ["--max-rounds", "3"], "--max-rounds"),
+        ("plan", ["--pool", "big=scripted:big: a big one", "--max-units", "5"], "--pool, --max-units"),
+    ],
+)
+def test_flags_that_do_not_apply_to_the_mode_are_refused(mode, flags, named):
+    result = CliRunner().invoke(make_app([PLAN]), [*ARGS, "--mode", mode, *flags])
+    assert isinstance(result.exception, UsageError)
+    assert f"{named} do" in str(result.exception) and f"apply to --mode {mode}" in str(result.exception)
+
+
+def test_rounds_flags_reach_the_run_and_the_trajectory_is_written(tmp_path):
+    from masorch.backends.base import Completion, ToolCall
+
+    script = [
+        Completion(text="", tool_calls=(ToolCall("cot", '{"task": "Add 2 and 3.", "model": "big"}', "a"),)),
+        Completion(text="", tool_calls=(ToolCall("cot", '{"task": "Again."}', "b"),)),
+    ]
+    made: dict = {}
+    chat = tmp_path / "chat.json"
+    argv = ["--mode", "rounds", "--max-rounds", "2", "--pool", "big=scripted:big: the big one", "--json"]
+    argv += ["--synthesis", "scripted:synth", "--tool-cost", "cot=2.5", "--chat-out", str(chat)]
+    result = CliRunner().invoke(make_app(script, made), [*ARGS, *argv])
+    out = json.loads(result.stdout)
+    assert out["rounds"]["units"] == 5.0 and out["rounds"]["ended_by"] == "synthesis"
+    assert [c["model"] for c in out["rounds"]["calls"]] == ["scripted:big", "scripted:sub"]
+    assert len(made["scripted:synth"].calls) == 1
+    record = json.loads(chat.read_text())
+    assert [m["role"] for m in record["messages"]].count("tool") == 2
+    bad = CliRunner().invoke(make_app(script), [*ARGS, "--mode", "rounds", "--pool", "big=scripted:big"])
+    assert isinstance(bad.exception, UsageError) and "not 'MODEL: description'" in str(bad.exception)
 
 
 def test_max_tokens_caps_the_plan_and_sub_agent_calls():
@@ -294,3 +337,11 @@ def test_a_cost_budget_stops_the_run_at_the_call_that_would_exceed_it(tmp_path):
 def test_a_bad_price_flag_is_a_usage_error():
     result = CliRunner().invoke(_thousand_token_app(CHAIN), [*ARGS, "--price", "scripted:sub=cheap"])
     assert isinstance(result.exception, UsageError) and "MODEL=IN,OUT" in str(result.exception)
+
+
+def test_a_refused_flag_exits_2_with_the_error_and_hint(capsys):
+    from masorch.cli.main import main
+
+    assert main(["run", "What is 2+3?", "--mode", "rounds", "--dom", "low"]) == 2
+    err = capsys.readouterr().err
+    assert "--dom does not apply to --mode rounds" in err and "hint: drop it, or use --mode plan" in err

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from masorch.backends.base import Backend, GenerateConfig, Message
+from masorch.backends.base import Backend, Completion, GenerateConfig, Message, ToolCall
 from masorch.backends.scripted import ScriptedBackend
 from masorch.errors import BackendError
 
@@ -48,7 +48,9 @@ class SumModel:
         self.fail_items = tuple(fail_items)
         self.plan_kind = plan_kind
 
-    def __call__(self, messages: Sequence[Message], config: GenerateConfig) -> str:
+    def __call__(self, messages: Sequence[Message], config: GenerateConfig) -> str | Completion:
+        if config.tools:
+            return _rounds_turn(messages)
         text = "\n".join(m.content for m in messages)
         if "Write the plan now." in text:
             return f'create_agent(id="solver", kind="{self.plan_kind}", task="")'
@@ -62,6 +64,18 @@ class SumModel:
         if self.wrong_every and item % self.wrong_every == 0:
             value = (value + 1) % 23
         return f"Adding the numbers.\n\\boxed{{{value}}}"
+
+
+def _rounds_turn(messages: Sequence[Message]) -> Completion:
+    """A rounds-mode orchestrator: one cot call on the question, then its result as the answer."""
+    results = [m.content for m in messages if m.role == "tool"]
+    if not results:
+        question = next(m.content for m in messages if m.role == "user")
+        call = ToolCall("cot", json.dumps({"task": question}), id="c1")
+    else:
+        answer = results[-1].partition("result:\n")[2].strip()
+        call = ToolCall("final_answer", json.dumps({"answer": answer}), id="f1")
+    return Completion(text="", tool_calls=(call,), finish="tool_calls")
 
 
 class SumBackendFactory:

@@ -44,6 +44,33 @@ def test_every_system_on_every_sample_with_known_accuracy(tmp_path: Path) -> Non
     assert {e["run_id"] for e in traces} >= {r["trace_id"] for r in records}
 
 
+def test_rounds_systems_run_and_report_their_rounds(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 3)))
+    systems = parse_systems("sas:cot,mas:rounds,mas:rounds-serial", model="scripted:m")
+    assert [s.max_calls_per_round for s in systems[1:]] == [4, 1]
+    tally = evaluate(systems, [data], tmp_path / "o", env_spec=_env(wrong_every=2))
+    assert tally.done == tally.total == 9
+    _, records = RunLog.read(tmp_path / "o")
+    for system in ("mas:rounds", "mas:rounds-serial"):
+        mine = {r["sample_id"]: r for r in records if r["system"] == system}
+        assert {r["status"] for r in mine.values()} == {"ok"}
+        # the orchestrator passes the cot answer on: wrong on items 0 and 2, like sas:cot
+        assert {k for k, r in mine.items() if not r["correct"]} == {"sum-depth-2-0", "sum-depth-2-2"}
+        one = mine["sum-depth-2-1"]
+        assert (one["rounds"], one["units"], one["tool_statuses"], one["plan_kinds"]) == (
+            1,
+            1.0,
+            {"OK": 1},
+            ["cot"],
+        )
+        assert one["calls"] == 3
+    assert all(r["rounds"] is None for r in records if r["system"] == "sas:cot")
+    from masorch.eval.report import write_report
+
+    report = write_report(tmp_path / "o", plots=False, n_boot=50).read_text()
+    assert "| mas:rounds-serial | 3 |" in report
+
+
 def test_failures_are_recorded_and_counted_never_dropped(tmp_path: Path) -> None:
     data = resolve(str(write_sums(tmp_path / "s.jsonl", 6)))
 

@@ -1,37 +1,71 @@
-"""Multi-round agent-as-tool mode with a scripted orchestrator making tool calls."""
+"""Multi-round agent-as-tool mode with a scripted orchestrator making native tool calls.
+
+Every status a call can end with (OK, EXEC_ERR, TIMEOUT, BUDGET, FORMAT_ERR, REJECTED) is reached
+here through ``run_rounds``; the chat-format export is checked on the same runs.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import time
+from pathlib import Path
 
 from run_helpers import CallAgent, FailAgent
 
-from masorch.agents.base import AgentRegistry
+from masorch.agents.base import AgentRegistry, NodeInput, NodeOutput, NodeStatus
+from masorch.agents.review import ReviewAgent
 from masorch.backends.base import Completion, ToolCall, Usage
 from masorch.backends.scripted import ScriptedBackend
+from masorch.errors import BackendError
+from masorch.plan.catalogue import KindSignature
 from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
-from masorch.run.rounds import RoundsOptions, run_rounds, tool_specs
+from masorch.run.round_calls import DEFAULT_TOOL_COSTS, tool_specs
+from masorch.run.rounds import PoolEntry, RoundsOptions, run_rounds
+from masorch.run.trajectory import TOOL_STATUSES
 from masorch.trace.writer import MemoryTrace
 
+SNAPSHOTS = Path(__file__).parent / "snapshots"
 
-def calls(*items: tuple[str, dict]) -> Completion:
+
+def calls(*items: tuple[str, object], ids: bool = True) -> Completion:
+    """An orchestrator reply making these tool calls (dict arguments as JSON, text as given)."""
     return Completion(
         text="",
         usage=Usage(10, 5, 1),
         finish="tool_calls",
         tool_calls=tuple(
-            ToolCall(name, json.dumps(args), id=f"c{i}") for i, (name, args) in enumerate(items)
+            ToolCall(name, args if isinstance(args, str) else json.dumps(args), id=f"c{i}" if ids else "")
+            for i, (name, args) in enumerate(items)
         ),
     )
 
 
+def final(answer: str = "42") -> Completion:
+    return calls(("final_answer", {"answer": answer}))
+
+
+class CodeFail:
+    """A stand-in Code Reasoner whose program fails, leaving its output in the details."""
+
+    signature = KindSignature(kind="python", summary="writes and runs code")
+
+    async def run(self, node: NodeInput, ctx: object) -> NodeOutput:
+        details = {
+            "stdout": "partial\n",
+            "stderr": "Traceback ...\nKeyError: 'x'\n",
+            "exit": "exited with status 1",
+        }
+        return NodeOutput(status=NodeStatus.ERROR, error="no program succeeded", details=details)
+
+
 def agents() -> AgentRegistry:
-    return AgentRegistry([CallAgent("cot"), FailAgent()])
+    return AgentRegistry([CallAgent("cot"), FailAgent(), CodeFail(), ReviewAgent()])
 
 
-async def go(script, sub=None, **kw):
+async def go(script, sub=None, *, pool=None, synthesis=None, **kw):
     trace = MemoryTrace()
     orch = ScriptedBackend(script, name="orch")
     sub = sub or ScriptedBackend(lambda m, c: "sub-answer", name="sub", delay_s=0.1)
@@ -42,54 +76,266 @@ async def go(script, sub=None, **kw):
         agents=agents(),
         options=RoundsOptions(**kw),
         trace=trace,
+        pool=pool,
+        synthesis=synthesis,
     )
     return result, orch, sub, trace
 
 
-def test_one_tool_per_kind_plus_final_answer():
+def tool_messages(orch: ScriptedBackend, turn: int) -> dict[str, str]:
+    """tool_call_id -> content of the tool messages the orchestrator saw in ``turn`` (0-based)."""
+    return {m.tool_call_id: m.content for m in orch.calls[turn][0] if m.role == "tool"}
+
+
+def test_one_tool_per_kind_plus_final_answer_with_costs_and_the_pool():
     specs = tool_specs(agents().catalogue())
-    assert [t.name for t in specs] == ["cot", "fail", "final_answer"]
+    assert [t.name for t in specs] == ["cot", "fail", "python", "review", "final_answer"]
     assert specs[0].parameters["properties"]["calls"]["type"] == "integer"
+    assert "model" not in specs[0].parameters["properties"]
+    assert specs[3].description.startswith("Critical Reviewer.") and "Costs 1 units." in specs[3].description
+    pooled = tool_specs(agents().catalogue(), pool={"big": "a big model"}, costs={"cot": 7})
+    assert pooled[0].parameters["properties"]["model"]["enum"] == ["big"]
+    assert "Costs 7 units." in pooled[0].description and DEFAULT_TOOL_COSTS["cot"] == 1.0
 
 
-async def test_parallel_calls_then_results_with_status_then_answer():
+async def test_a_round_runs_in_parallel_and_results_come_back_as_tool_messages():
     script = [
         calls(("cot", {"task": "part 1"}), ("cot", {"task": "part 2", "calls": 1}), ("fail", {"task": "x"})),
-        calls(("final_answer", {"answer": "42"})),
+        final("42"),
     ]
     t0 = time.perf_counter()
     result, orch, _sub, trace = await go(script)
     assert time.perf_counter() - t0 < 0.35  # the round's two 0.1 s calls ran in parallel
     assert (result.status, result.answer) == ("ok", "42")
     assert sorted(result.node_results) == ["r1c1", "r1c2", "r1c3"]
-    feedback = orch.calls[1][0][-1].content
-    assert "r1c1 (cot, task: part 1): status ok; answer: sub-answer" in feedback
-    assert "r1c3 (fail, task: x): status error; ValueError: boom in r1c3" in feedback
-    assert [t.name for t in orch.calls[0][1].tools] == ["cot", "fail", "final_answer"]
+    seen = orch.calls[1][0]
+    assert [m.role for m in seen] == ["system", "user", "assistant", "tool", "tool", "tool", "user"]
+    assert [c.id for c in seen[2].tool_calls] == ["c0", "c1", "c2"]
+    results = tool_messages(orch, 1)
+    assert results["c0"].startswith("status: OK\ncall: r1c1 (cot, 1 units)\nresult:\nsub-answer")
+    assert results["c2"].startswith("status: EXEC_ERR") and "ValueError: boom in r1c3" in results["c2"]
+    assert "Round 1 of 12 is done; 11 left. Units spent: 3." in seen[-1].content
     assert result.ledger.for_role("orchestrator").calls == 2 and result.usage.calls == 4
-    assert [e.type for e in trace.events].count("node_finished") == 3
+    statuses = [(e.call_id, e.status) for e in trace.events if e.type == "tool_result"]
+    assert statuses == [("c0", "OK"), ("c1", "OK"), ("c2", "EXEC_ERR")]
+    assert result.trajectory is not None and result.trajectory.ended_by == "final_answer"
+    assert result.reply == r"\boxed{42}"
 
 
-async def test_invalid_calls_are_reported_back_not_run():
+async def test_calls_over_the_limit_are_rejected_not_dropped():
+    script = [calls(*[("cot", {"task": f"t{i}"}) for i in range(6)]), final()]
+    result, orch, sub, _ = await go(script)
+    assert len(sub.calls) == 4 and sorted(result.node_results) == ["r1c1", "r1c2", "r1c3", "r1c4"]
+    results = tool_messages(orch, 1)
+    assert len(results) == 6
+    rejected = (
+        "status: REJECTED\ncall: r1c5 (cot, 0 units)\nerror: at most 4 calls per round; this was call 5"
+    )
+    assert results["c4"] == rejected + ", not run"
+    assert results["c5"].startswith("status: REJECTED")
+
+
+async def test_malformed_calls_get_format_err_with_the_hint_and_unknown_tools_rejected():
     script = [
-        calls(("cot", {"task": "t", "calls": 99}), ("nokind", {"task": "t"})),
-        calls(("final_answer", {"answer": "a"})),
+        calls(
+            ("cot", {"task": "t", "calls": 99}),
+            ("nokind", {"task": "t"}),
+            ("cot", "{not json"),
+            ("cot", {"calls": 1}),
+        ),
+        calls(("cot", {"task": "t", "model": "huge"}), ("final_answer", {"answer": "a"})),
+        calls(("final_answer", {"answer": "  "})),
+        final("a"),
     ]
     result, orch, sub, _ = await go(script)
     assert result.status == "ok" and sub.calls == []
-    feedback = orch.calls[1][0][-1].content
-    assert feedback.count("status invalid") == 2
+    first = tool_messages(orch, 1)
+    assert (
+        first["c0"].startswith("status: FORMAT_ERR")
+        and "at most 10" in first["c0"]
+        and "hint:" in first["c0"]
+    )
+    assert first["c1"].startswith("status: REJECTED") and "unknown tool 'nokind'" in first["c1"]
+    assert first["c2"].startswith("status: FORMAT_ERR") and "not a JSON object" in first["c2"]
+    assert first["c3"].startswith("status: FORMAT_ERR") and "missing task" in first["c3"]
+    second = tool_messages(orch, 2)
+    assert second["c0"].startswith("status: FORMAT_ERR") and "unknown model 'huge'" in second["c0"]
+    assert second["c1"].startswith("status: REJECTED") and "must be the only call" in second["c1"]
+    third = tool_messages(orch, 3)
+    assert third["c0"].startswith("status: FORMAT_ERR") and "non-empty string `answer`" in third["c0"]
+    assert result.trajectory is not None
+    assert result.trajectory.statuses() == {"FORMAT_ERR": 5, "REJECTED": 2}
 
 
-async def test_last_turn_offers_only_final_answer_and_no_answer_is_an_error():
-    script = [calls(("cot", {"task": "t"}))] * 3
-    result, orch, _, _ = await go(script, max_rounds=2)
-    assert result.status == "error" and "no final answer after 2 rounds" in result.error
-    assert [t.name for t in orch.calls[2][1].tools] == ["final_answer"]
-    assert "No rounds are left" in orch.calls[2][0][-1].content
+async def test_timeouts_and_code_failures_come_back_with_their_text():
+    slow = ScriptedBackend(lambda m, c: "late", name="slow", delay_s=0.5)
+    script = [calls(("cot", {"task": "slow"}), ("python", {"task": "run it"})), final()]
+    result, orch, *_ = await go(script, sub=slow, node_timeout_s=0.05)
+    results = tool_messages(orch, 1)
+    assert results["c0"].startswith("status: TIMEOUT") and "timed out after 0.05 s" in results["c0"]
+    assert results["c1"].startswith("status: EXEC_ERR")
+    verbatim = "stdout:\npartial\n\nstderr:\nTraceback ...\nKeyError: 'x'"
+    assert results["c1"].endswith("error: the last program exited with status 1\n" + verbatim)
+    assert result.status == "ok"
 
 
-async def test_budget_stops_the_rounds():
-    script = [calls(("cot", {"task": "t", "calls": 3})), calls(("final_answer", {"answer": "a"}))]
+async def test_units_and_the_call_budget_give_budget_statuses():
+    script = [calls(("cot", {"task": "a"}), ("cot", {"task": "b"}), ("cot", {"task": "c"})), final()]
+    result, orch, sub, _trace = await go(script, tool_costs={"cot": 2.0}, max_units=4.0)
+    results = tool_messages(orch, 1)
+    assert (
+        results["c2"]
+        == "status: BUDGET\ncall: r1c3 (cot, 0 units)\nerror: not run: it costs 2 units and 0 of 4 are left"
+    )
+    assert len(sub.calls) == 2 and result.trajectory is not None and result.trajectory.units == 4.0
+    script = [calls(("cot", {"task": "t", "calls": 3})), final()]
     result, *_ = await go(script, budget=Budget(max_calls=3))
-    assert result.status == "budget"
+    assert result.status == "budget" and result.trajectory is not None
+    assert result.trajectory.calls[0].status == "BUDGET"
+
+
+async def test_the_round_cap_ends_with_a_synthesis_call():
+    synth = ScriptedBackend([r"From the results, \boxed{7}"], name="synth")
+    result, orch, _, _ = await go([calls(("cot", {"task": "t"}))] * 2, max_rounds=2, synthesis=synth)
+    assert (result.status, result.answer) == ("ok", "7") and len(orch.calls) == 2
+    messages, config = synth.calls[0]
+    assert config.tools == () and "All 2 rounds are used" in messages[-1].content
+    assert [m.role for m in messages].count("tool") == 2
+    assert result.trajectory is not None and result.trajectory.ended_by == "synthesis"
+    assert result.ledger.for_role("orchestrator").calls == 3
+
+
+async def test_a_synthesis_reply_without_an_answer_is_an_error_not_a_guess():
+    # A 0.5B model, asked to synthesise, wrote another tool call in a fence (seen on a real run).
+    fenced = '```json\n{"name": "cot", "arguments": {"task": "t"}}\n```'
+    synth = ScriptedBackend([fenced], name="synth")
+    result, *_ = await go([calls(("cot", {"task": "t"}))], max_rounds=1, synthesis=synth)
+    assert result.status == "error" and "synthesis call gave no answer" in result.error
+    assert result.trajectory is not None and result.trajectory.ended_by == "synthesis"
+    written = '{"name": "final_answer", "arguments": {"answer": "9"}}'
+    result, *_ = await go([calls(("cot", {"task": "t"}))], max_rounds=1, synthesis=ScriptedBackend([written]))
+    assert (result.status, result.answer) == ("ok", "9")
+
+
+async def test_pool_models_run_the_calls_that_name_them_and_are_shown_to_the_orchestrator():
+    big = ScriptedBackend(lambda m, c: "big-answer", name="big")
+    script = [calls(("cot", {"task": "hard", "model": "big"}), ("cot", {"task": "easy"})), final()]
+    _result, orch, sub, trace = await go(script, pool={"big": PoolEntry(big, "a large, slow model")})
+    assert len(big.calls) == 1 and len(sub.calls) == 1
+    assert "- big: a large, slow model" in orch.calls[0][0][0].content
+    assert "call: r1c1 (cot, model big, 1 units)\nresult:\nbig-answer" in tool_messages(orch, 1)["c0"]
+    models = [e.model for e in trace.events if e.type == "tool_result"]
+    assert models == ["scripted:big", "scripted:sub"]
+    started = next(e for e in trace.events if e.type == "run_started")
+    assert started.models["pool.big"] == "scripted:big" and started.mode == "mas:rounds"
+
+
+async def test_the_reviewer_reads_the_earlier_rounds():
+    def sub(messages, config):
+        return "ISSUES: none\nVERDICT: sound" if "reasoning so far" in messages[-1].content else "17"
+
+    script = [calls(("cot", {"task": "add"})), calls(("review", {"task": "check the sum"})), final("17")]
+    _result, orch, backend, _ = await go(script, sub=ScriptedBackend(sub, name="sub"))
+    review_prompt = backend.calls[1][0][-1].content
+    assert "[r1c1 cot] answer: 17" in review_prompt and "check the sum" in review_prompt
+    assert "VERDICT: sound" in tool_messages(orch, 2)["c0"]
+
+
+async def test_a_reply_without_calls_is_answered_and_ids_are_made_when_missing():
+    script = [
+        Completion(text="thinking..."),
+        calls(("cot", {"task": "a"}), ("cot", {"task": "b"}), ids=False),
+        final(),
+    ]
+    _result, orch, _, _ = await go(script)
+    assert "called no tool, so round 1 of 12 passed" in orch.calls[1][0][-1].content
+    assert set(tool_messages(orch, 2)) == {"call_r2c1", "call_r2c2"}
+    assistant = [m for m in orch.calls[2][0] if m.role == "assistant"][-1]
+    assert [c.id for c in assistant.tool_calls] == ["call_r2c1", "call_r2c2"]
+
+
+async def test_orchestrator_failure_and_the_run_deadline_end_the_run():
+    result, *_ = await go([BackendError("server down", hint="retry")])
+    assert result.status == "error" and "server down" in result.error and result.trajectory is not None
+
+    async def stall(messages, config):
+        await asyncio.sleep(5)
+        return "never"
+
+    result, *_ = await go(stall, timeout_s=0.1)
+    assert result.status == "timeout"
+
+
+async def test_serial_variant_runs_one_call_per_round():
+    script = [calls(("cot", {"task": "a"}), ("cot", {"task": "b"})), final()]
+    _result, orch, _, trace = await go(script, max_calls_per_round=1)
+    assert tool_messages(orch, 1)["c1"].startswith("status: REJECTED")
+    assert "between 1 and 1 tool calls" in orch.calls[0][0][0].content
+    assert next(e for e in trace.events if e.type == "run_started").mode == "mas:rounds-serial"
+
+
+async def test_the_trajectory_exports_as_one_chat_record():
+    script = [calls(("cot", {"task": "a"}), ("fail", {"task": "b"})), final("42")]
+    result, *_ = await go(script)
+    assert result.trajectory is not None
+    record = json.loads(json.dumps(result.trajectory.to_chat()))
+    roles = [m["role"] for m in record["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "tool", "user", "assistant"]
+    call_ids = [c["id"] for c in record["messages"][2]["tool_calls"]]
+    assert [m["tool_call_id"] for m in record["messages"][3:5]] == call_ids
+    assert record["messages"][-1]["tool_calls"][0]["function"]["name"] == "final_answer"
+    assert [t["function"]["name"] for t in record["tools"]][-1] == "final_answer"
+    meta = record["meta"]
+    assert (meta["answer"], meta["ended_by"], meta["rounds"], meta["units"]) == ("42", "final_answer", 1, 2.0)
+    assert meta["statuses"] == {"OK": 1, "EXEC_ERR": 1}
+    assert set(meta["statuses"]) <= set(TOOL_STATUSES)
+
+
+async def test_tool_calls_written_as_text_are_read_and_unreadable_ones_explained():
+    hermes = '<tool_call>\n{"name": "cot", "arguments": {"task": "a"}}\n</tool_call>'
+    script = [Completion(text=hermes), Completion(text='[{"name": "cot", "arguments": {"task": '), final()]
+    result, orch, sub, _ = await go(script)
+    assert result.status == "ok" and len(sub.calls) == 1
+    assert tool_messages(orch, 1)["call_r1c1"].startswith("status: OK")
+    explained = orch.calls[2][0][-1].content
+    assert (
+        explained.startswith("Your reply's tool calls could not be read:")
+        and "round 2 of 12" in explained.lower()
+    )
+
+
+async def test_rendered_conversation_and_tools_snapshot():
+    """Every rounds prompt as the orchestrator and the synthesis model see them (system prompt,
+    tool results, the between-round notes, the synthesis request) and the tools offered."""
+    from masorch.agents.registry import default_registry, offered_registry
+
+    synth = ScriptedBackend([r"\boxed{5}"], name="synth")
+    script = [
+        calls(("cot", {"task": "Add 2 and 3."}), ("sc", {"task": "Add 2 and 3.", "n": 99})),
+        Completion(""),
+    ]
+    await run_rounds(
+        "What is 2 + 3?",
+        orchestrator=ScriptedBackend(script, name="orch"),
+        backends=RoleBackends(ScriptedBackend(lambda m, c: r"2 + 3 = 5. \boxed{5}", name="sub")),
+        agents=offered_registry(default_registry(), retriever=True, sandbox=True, history=True),
+        options=RoundsOptions(max_rounds=2, budget=Budget(max_calls=30), max_units=10),
+        pool={"big": PoolEntry(ScriptedBackend([]), "a larger model, 4x the cost")},
+        synthesis=synth,
+    )
+    messages, config = synth.calls[0]
+    text = "\n\n".join(
+        f"=== {m.role} {m.tool_call_id}".rstrip()
+        + "".join(f"\n-> {c.id}: {c.name}({c.arguments})" for c in m.tool_calls)
+        + f"\n{m.content}"
+        for m in messages
+    )
+    tools = tool_specs(
+        offered_registry(default_registry(), retriever=True, sandbox=True, history=True).catalogue()
+    )
+    text += "\n\n=== tools\n" + json.dumps([t.__dict__ for t in tools], indent=1, default=dict) + "\n"
+    path = SNAPSHOTS / "rounds_conversation.txt"
+    if os.environ.get("MASORCH_UPDATE_SNAPSHOTS"):
+        path.write_text(text)
+    assert text == path.read_text()
+    assert config.tools == ()

@@ -103,10 +103,12 @@ class SubAgent(Protocol):
         ...
 
 
-#: What the built-in kinds need from a run's environment: a document search, a program sandbox.
+#: What the built-in kinds need from a run's environment: a document search, a program sandbox, a
+#: reasoning history to read (the multi-round mode's earlier results).
 KIND_NEEDS: Mapping[str, frozenset[str]] = {
     "search": frozenset({"retriever"}),
     "python": frozenset({"sandbox"}),
+    "review": frozenset({"history"}),
 }
 
 

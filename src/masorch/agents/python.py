@@ -43,20 +43,29 @@ def _tail(text: str, limit: int = _FEEDBACK_CHARS) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-def _failure(result: SandboxResult) -> str:
+def _exit(result: SandboxResult) -> str:
+    """How a failed program ended, in a few words (its output says the rest)."""
     if result.timed_out:
-        return "the program did not finish in time"
+        return "did not finish in time"
     if result.killed_reason:
-        return f"the program was stopped ({result.killed_reason})"
+        return f"was stopped ({result.killed_reason})"
     if result.exit_code != 0:
-        return _tail(result.stderr) or f"the program exited with status {result.exit_code}"
-    return "the program printed nothing"
+        return f"exited with status {result.exit_code}"
+    return "printed nothing"
+
+
+def _failure(result: SandboxResult) -> str:
+    """What the model is told about a failed program: its stderr after an exception, else how it ended."""
+    crashed = result.exit_code != 0 and not result.timed_out and not result.killed_reason
+    return (crashed and _tail(result.stderr)) or f"the program {_exit(result)}"
 
 
 class PythonAgent:
     """Up to ``max_attempts`` programs; each failure (no code, exception, timeout, no output) is fed
     back to the model with the error. The first program that prints something feeds a final call
-    that states the answer. Programs run under :func:`masorch.agents.sandbox.run_sandboxed`.
+    that states the answer. When every attempt fails, the output's details carry the last program's
+    ``stdout`` and ``stderr`` verbatim and how it ended (``exit``). Programs run under
+    :func:`masorch.agents.sandbox.run_sandboxed`.
 
     ``allow_packages`` lets programs import the running interpreter's installed packages (numpy,
     sympy, ...) read-only; the sandbox's other limits apply either way. A run offers it only where
@@ -154,9 +163,14 @@ class PythonAgent:
                 messages += [Message("assistant", reply.text), Message("user", feedback)]
         except BackendError as exc:
             return log.error(f"model call failed: {exc}")
+        last = (
+            {}
+            if result is None
+            else {"stdout": result.stdout, "stderr": result.stderr, "exit": _exit(result)}
+        )
         return log.error(
             f"no program succeeded in {max_attempts} attempts: " + "; ".join(failures),
-            {"attempts": max_attempts, "failures": failures},
+            {"attempts": max_attempts, "failures": failures, **last},
         )
 
 

@@ -1,4 +1,4 @@
-"""The default registry: the six built-in sub-agents, built fresh for each caller; and the one place
+"""The default registry: the built-in sub-agents, built fresh for each caller; and the one place
 that decides which of them a run offers (:func:`offered_registry`)."""
 
 from __future__ import annotations
@@ -8,13 +8,14 @@ from masorch.agents.cot import CotAgent
 from masorch.agents.debate import DebateAgent
 from masorch.agents.python import PythonAgent
 from masorch.agents.reflexion import ReflexionAgent
+from masorch.agents.review import ReviewAgent
 from masorch.agents.sandbox import SandboxLimits, sandbox_available
 from masorch.agents.sc import SelfConsistencyAgent
 from masorch.agents.search import SearchAgent
 
 
 def default_registry(*, max_tokens: int = 2048, sandbox_limits: SandboxLimits | None = None) -> AgentRegistry:
-    """A registry with cot, sc, debate, reflexion, search and python, in catalogue order.
+    """A registry with cot, sc, debate, reflexion, search, python and review, in catalogue order.
 
     ``max_tokens`` caps each call's completion; ``sandbox_limits`` sets the python agent's sandbox
     (its ``wall_s`` is replaced per node by the plan's ``timeout_s``).
@@ -27,19 +28,25 @@ def default_registry(*, max_tokens: int = 2048, sandbox_limits: SandboxLimits | 
             ReflexionAgent(max_tokens=max_tokens),
             SearchAgent(max_tokens=max_tokens),
             PythonAgent(max_tokens=max_tokens, limits=sandbox_limits),
+            ReviewAgent(max_tokens=max_tokens),
         ]
     )
 
 
-def offered_registry(agents: AgentRegistry, *, retriever: bool, sandbox: bool | None = None) -> AgentRegistry:
+def offered_registry(
+    agents: AgentRegistry, *, retriever: bool, sandbox: bool | None = None, history: bool = False
+) -> AgentRegistry:
     """The agents of ``agents`` this run can execute, which are all an orchestrator is offered.
 
     ``retriever``: the run has a document search (else no ``search``); ``sandbox``: programs can run
-    (default: :func:`~masorch.agents.sandbox.sandbox_available`; else no ``python``). ``run``,
+    (default: :func:`~masorch.agents.sandbox.sandbox_available`; else no ``python``); ``history``:
+    calls can read the reasoning so far (the multi-round mode; else no ``review``). ``run``,
     ``eval`` and ``train`` call this, so the prompt, the grammar or schema and the validator's
     catalogue all list the same kinds.
     """
     available = {"retriever"} if retriever else set()
+    if history:
+        available.add("history")
     if sandbox_available() if sandbox is None else sandbox:
         available.add("sandbox")
     return agents.offered(available)

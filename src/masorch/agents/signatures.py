@@ -8,19 +8,20 @@ from __future__ import annotations
 
 from masorch.plan.catalogue import KindSignature, ParamSpec
 
+#: The sampling temperature of a one-call agent (greedy by default).
+TEMPERATURE = ParamSpec(
+    name="temperature",
+    type="float",
+    default=0.0,
+    minimum=0.0,
+    maximum=2.0,
+    description="sampling temperature",
+)
+
 COT = KindSignature(
     kind="cot",
     summary="Chain-of-thought: one model call that reasons step by step and gives an answer.",
-    params=(
-        ParamSpec(
-            name="temperature",
-            type="float",
-            default=0.0,
-            minimum=0.0,
-            maximum=2.0,
-            description="sampling temperature",
-        ),
-    ),
+    params=(TEMPERATURE,),
 )
 
 SC = KindSignature(
@@ -106,9 +107,23 @@ PYTHON = KindSignature(
     ),
 )
 
+REVIEW = KindSignature(
+    kind="review",
+    summary="Critical review: reads the reasoning so far and lists its issues, each with a fix.",
+    params=(
+        ParamSpec(
+            name="max_issues", type="int", default=5, minimum=1, maximum=10, description="most issues listed"
+        ),
+        TEMPERATURE,
+    ),
+)
+
+#: The kinds a one-step plan may use (the plan catalogue).
 BUILTIN_SIGNATURES: tuple[KindSignature, ...] = (COT, SC, DEBATE, REFLEXION, SEARCH, PYTHON)
+#: Kinds that need a reasoning history, which only the multi-round mode has.
+HISTORY_SIGNATURES: tuple[KindSignature, ...] = (REVIEW,)
 
 
 def builtin_catalogue() -> dict[str, KindSignature]:
-    """The built-in kinds and their signatures, in the order an orchestrator sees them."""
+    """The built-in plan kinds and their signatures, in the order an orchestrator sees them."""
     return {s.kind: s for s in BUILTIN_SIGNATURES}

@@ -11,11 +11,26 @@ FinishReason = Literal["stop", "length", "tool_calls", "error"]
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A tool call the model made: the function name and its JSON arguments as text."""
+
+    name: str
+    arguments: str
+    id: str = ""
+
+
+@dataclass(frozen=True)
 class Message:
-    """One chat message."""
+    """One chat message.
+
+    An assistant message may carry the ``tool_calls`` it made; a ``tool`` message answers one of
+    them and names it by ``tool_call_id`` (the OpenAI tool-calling format).
+    """
 
     role: Role
     content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -25,15 +40,6 @@ class ToolSpec:
     name: str
     description: str
     parameters: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    """A tool call the model made: the function name and its JSON arguments as text."""
-
-    name: str
-    arguments: str
-    id: str = ""
 
 
 @dataclass(frozen=True)

@@ -37,11 +37,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _message_key(message: Message) -> dict[str, Any]:
+    # Tool calls and the answered call's id are in the key only when set, so that entries recorded
+    # before messages carried them still match.
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+        ]
+    if message.tool_call_id:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
 def request_json(model_id: str, messages: Sequence[Message], config: GenerateConfig) -> str:
     """The canonical JSON text of a request: what the cache key hashes."""
     payload = {
         "model": model_id,
-        "messages": [{"role": m.role, "content": m.content} for m in messages],
+        "messages": [_message_key(m) for m in messages],
         "config": _plain(config.cache_key_fields()),
     }
     return json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))

@@ -22,9 +22,44 @@ _FINISH: dict[str, FinishReason] = {
 }
 
 
-def messages_payload(messages: Sequence[Message]) -> list[dict[str, str]]:
-    """Messages as the ``messages`` field of a chat request."""
-    return [{"role": m.role, "content": m.content} for m in messages]
+def message_payload(message: Message, *, arguments_as_object: bool = False) -> dict[str, Any]:
+    """One message in the chat wire format, with its tool calls or the id of the call it answers.
+
+    ``arguments_as_object`` gives each call's arguments as a JSON object instead of text, as
+    Hugging Face chat templates expect (arguments that are not an object stay text).
+
+    >>> message_payload(Message("tool", "4", tool_call_id="c1"))
+    {'role': 'tool', 'content': '4', 'tool_call_id': 'c1'}
+    """
+    out: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.tool_calls:
+        out["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.name,
+                    "arguments": _arguments_object(call.arguments) if arguments_as_object else call.arguments,
+                },
+            }
+            for call in message.tool_calls
+        ]
+    if message.tool_call_id:
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def messages_payload(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages as the ``messages`` field of a chat request (tool calls and tool results included)."""
+    return [message_payload(m) for m in messages]
+
+
+def _arguments_object(arguments: str) -> Any:
+    try:
+        value = json.loads(arguments or "{}")
+    except json.JSONDecodeError:
+        return arguments
+    return value if isinstance(value, dict) else arguments
 
 
 def tools_payload(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.backends.base import Completion, FinishReason, GenerateConfig, Message, Usage
+from masorch.backends.chat import message_payload, tools_payload
 from masorch.errors import BackendError, UsageError, require_extra
 
 logger = logging.getLogger(__name__)
@@ -67,6 +68,15 @@ def clear_quantizer_marker(model: Any) -> None:
         del model.config.quantization_config
 
 
+def chat_template_inputs(messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
+    """The conversation and tools as a Hugging Face chat template takes them (``apply_chat_template``):
+    assistant tool calls with their arguments as objects, tool results with their call's id."""
+    return {
+        "conversation": [message_payload(m, arguments_as_object=True) for m in messages],
+        "tools": tools_payload(config.tools) or None,
+    }
+
+
 class HFBackend:
     """Chat completions from a transformers causal LM and its tokenizer (chat template applied)."""
 
@@ -82,7 +92,10 @@ class HFBackend:
         return f"hf:{self._name}"
 
     async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
-        """One completion (greedy at temperature 0, else sampled); json_schema, tools, grammar ignored."""
+        """One completion (greedy at temperature 0, else sampled); json_schema and grammar ignored.
+
+        Tools reach the model through its chat template; the calls it writes come back as text.
+        """
         t0 = time.monotonic()
         text, n_prompt, n_out, finish = await asyncio.to_thread(self._generate, messages, config)
         return Completion(
@@ -99,8 +112,12 @@ class HFBackend:
         import torch
 
         tok = self._tokenizer
-        chat = [{"role": m.role, "content": m.content} for m in messages]
-        ids = tok.apply_chat_template(chat, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        ids = tok.apply_chat_template(
+            **chat_template_inputs(messages, config),
+            add_generation_prompt=True,
+            return_tensors="pt",
+            return_dict=True,
+        )
         input_ids = ids["input_ids"].to(self._model.device)
         sample = config.temperature > 0
         kwargs: dict[str, Any] = {"max_new_tokens": config.max_tokens, "do_sample": sample}

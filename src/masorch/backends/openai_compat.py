@@ -462,7 +462,10 @@ class OpenAIBackend:
         completion = raw.get("completion_tokens") if isinstance(raw, dict) else None
         estimated = False
         if not isinstance(prompt, int):
-            prompt = sum(estimate_tokens(m.content) + 4 for m in messages)
+            prompt = sum(
+                estimate_tokens(m.content + "".join(c.name + c.arguments for c in m.tool_calls)) + 4
+                for m in messages
+            )
             estimated = True
         if not isinstance(completion, int):
             completion = estimate_tokens(text) + sum(

@@ -16,6 +16,11 @@ def _count_tokens(text: str) -> int:
     return len(text.split())
 
 
+def _message_text(message: Message) -> str:
+    # What a message puts in the prompt: its content and the tool calls it made.
+    return " ".join([message.content, *(f"{c.name} {c.arguments}" for c in message.tool_calls)])
+
+
 class ScriptedBackend:
     """Answers with a fixed list of replies in order, or with a function of the messages.
 
@@ -66,7 +71,7 @@ class ScriptedBackend:
             return reply
         text = str(reply)
         usage = Usage(
-            prompt_tokens=sum(_count_tokens(m.content) for m in messages),
+            prompt_tokens=sum(_count_tokens(_message_text(m)) for m in messages),
             completion_tokens=_count_tokens(text),
             calls=1,
         )

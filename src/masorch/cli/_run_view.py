@@ -22,6 +22,12 @@ _STATUS_STYLE = {
     "timeout": "red",
     "budget": "magenta",
     "skipped": "dim",
+    "OK": "green",
+    "EXEC_ERR": "red",
+    "TIMEOUT": "red",
+    "BUDGET": "magenta",
+    "FORMAT_ERR": "yellow",
+    "REJECTED": "yellow",
 }
 
 
@@ -54,6 +60,10 @@ class LiveView:
         elif event.type == "node_finished":
             self.status[event.node] = event.status
             self.detail[event.node] = event.answer if event.status == "ok" else event.error
+        elif event.type == "tool_result":  # rounds mode: every call's status, refused ones too
+            self.status[event.node] = event.status
+            if event.status != "OK":
+                self.detail[event.node] = event.error
         elif event.type == "llm_call":
             self.calls += 1
         elif event.type == "run_finished":
@@ -112,6 +122,13 @@ def show_result(console: Console, result: RunResult) -> None:
         console.print(f"[bold green]answer[/]: {escape(result.answer)}", highlight=False)
     else:
         console.print(f"[bold red]{result.status}[/]: {escape(result.error)}", highlight=False)
+    if result.trajectory is not None:
+        t = result.trajectory
+        counts = ", ".join(f"{n} {s}" for s, n in t.statuses().items()) or "no calls"
+        console.print(
+            f"[dim]{len(t.rounds)} rounds ({counts}), {t.units:g} units, ended by {t.ended_by}[/]",
+            highlight=False,
+        )
     u = result.usage
     console.print(
         f"[dim]{u.calls} calls, {u.prompt_tokens} prompt + {u.completion_tokens} completion tokens, "

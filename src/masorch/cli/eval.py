@@ -73,7 +73,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             "or MASBench files (repeatable).",
         ),
         out: Path = typer.Option(..., "--out", help="Run directory (log, traces, report, plots)."),  # noqa: B008
-        systems: str | None = typer.Option(None, "--systems", help="e.g. sas:cot,sas:sc,mas:low,mas:high"),
+        systems: str | None = typer.Option(
+            None, "--systems", help="e.g. sas:cot,sas:sc,mas:low,mas:high,mas:rounds,mas:rounds-serial"
+        ),
         config: Path | None = typer.Option(None, "--config", help="YAML file of systems."),  # noqa: B008
         model: str | None = typer.Option(None, "--model", help="Sub-agent model (and orchestrator default)."),
         orchestrator: str | None = typer.Option(None, "--orchestrator", help="Orchestrator model (mas)."),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,11 @@ from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
 from masorch.run import Budget, Environment, EnvSpec, RunResult, System, run
 from masorch.run.environment import default_agents_factory, default_backend_factory, default_retriever_factory
+from masorch.run.system import PoolModel
 from masorch.trace.writer import CallbackSink, FanOut, TraceSink, TraceWriter
 
+#: The values of ``--mode``: a one-step plan, rounds of parallel tool calls, rounds of one call.
+MODES: tuple[str, ...] = ("plan", "rounds", "rounds-serial")
 #: The embedded model used when no model flag is given (runs offline once pulled).
 DEFAULT_MODEL = "local:qwen2.5-coder-1.5b"
 
@@ -47,15 +50,21 @@ def register(
     @app.command("run")
     def run_cmd(
         question: str = typer.Argument(..., help="The question to answer."),
-        dom: str = typer.Option("high", "--dom", help="Degree of multi-agent structure: low or high."),
+        dom: str | None = typer.Option(
+            None, "--dom", help="Degree of multi-agent structure: low or high (default high; plan mode)."
+        ),
         orchestrator: str | None = typer.Option(None, "--orchestrator", help="Orchestrator model."),
         subagent: str | None = typer.Option(None, "--subagent", help="Default sub-agent model."),
         judge: str | None = typer.Option(None, "--judge", help="Judge model (default: the sub-agent's)."),
         agent_model: list[str] = typer.Option(  # noqa: B008
             [], "--agent-model", help="Model of one agent kind, as KIND=MODEL (repeatable)."
         ),
-        dialect: str = typer.Option("calls", "--dialect", help="Plan dialect: calls, json or xml."),
-        repair: int = typer.Option(0, "--repair", min=0, help="Times a rejected plan is sent back."),
+        dialect: str | None = typer.Option(
+            None, "--dialect", help="Plan dialect: calls, json or xml (default calls; plan mode)."
+        ),
+        repair: int | None = typer.Option(
+            None, "--repair", min=0, help="Times a rejected plan is sent back (default 0; plan mode)."
+        ),
         trace: Path | None = typer.Option(None, "--trace", help="Append the run's events to this JSONL."),  # noqa: B008
         as_json: bool = typer.Option(False, "--json", help="Print one JSON object and nothing else."),
         budget_tokens: int | None = typer.Option(None, "--budget-tokens", min=0, help="Token budget."),
@@ -67,9 +76,34 @@ def register(
         ),
         corpus: Path | None = typer.Option(None, "--corpus", help="JSONL corpus or index dir for search."),  # noqa: B008
         mode: str = typer.Option(
-            "plan", "--mode", help="plan: one holistic plan; rounds: agents as tools over rounds."
+            "plan",
+            "--mode",
+            help="plan: one holistic plan; rounds: agents as tools over rounds; rounds-serial: one "
+            "call per round.",
         ),
-        max_rounds: int = typer.Option(3, "--max-rounds", min=1, help="Tool rounds in --mode rounds."),
+        max_rounds: int | None = typer.Option(
+            None, "--max-rounds", min=1, max=12, help="Most tool rounds (default 12; rounds modes)."
+        ),
+        max_calls: int | None = typer.Option(
+            None, "--max-calls-per-round", min=1, max=4, help="Most calls a round (default 4; rounds mode)."
+        ),
+        pool: list[str] = typer.Option(  # noqa: B008
+            [],
+            "--pool",
+            help="A model calls may choose, as 'NAME=MODEL: description' (repeatable; rounds modes).",
+        ),
+        synthesis: str | None = typer.Option(
+            None, "--synthesis", help="Model that answers at the round cap (default: the orchestrator)."
+        ),
+        tool_cost: list[str] = typer.Option(  # noqa: B008
+            [], "--tool-cost", help="Cost units of one call of a tool, as KIND=UNITS (repeatable)."
+        ),
+        max_units: float | None = typer.Option(
+            None, "--max-units", min=0, help="The run's budget in tool cost units (rounds modes)."
+        ),
+        chat_out: Path | None = typer.Option(  # noqa: B008
+            None, "--chat-out", help="Write the trajectory as a chat-format JSON record (rounds modes)."
+        ),
         max_tokens: int = typer.Option(
             1024, "--max-tokens", min=16, help="Most completion tokens of one call (plan or sub-agent)."
         ),
@@ -79,11 +113,11 @@ def register(
         slots: int | None = typer.Option(
             None, "--slots", min=1, max=64, help="Requests an embedded (local:) model decodes at once (8)."
         ),
-        constrain: bool = typer.Option(
-            True,
+        constrain: bool | None = typer.Option(
+            None,
             "--constrain/--no-constrain",
             help="Decode the plan under its dialect's grammar or schema where the backend can "
-            "(--no-constrain: free decoding).",
+            "(default; --no-constrain: free decoding; plan mode).",
         ),
         prices: list[Path] = typer.Option(  # noqa: B008
             [], "--prices", help="YAML/TOML file with a prices: section ($ per 1M tokens; repeatable)."
@@ -93,24 +127,51 @@ def register(
         ),
     ) -> None:
         """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
-        if dom not in ("low", "high"):
+        if dom is not None and dom not in ("low", "high"):
             raise UsageError(f"--dom must be low or high, got {dom!r}", hint="use --dom low or --dom high")
-        if mode not in ("plan", "rounds"):
-            raise UsageError(f"unknown mode {mode!r}", hint="use --mode plan or --mode rounds")
+        if mode not in MODES:
+            raise UsageError(f"unknown mode {mode!r}", hint=f"use --mode {', '.join(MODES)}")
+        plan_flags = {
+            "--dom": dom,
+            "--dialect": dialect,
+            "--repair": repair,
+            "--constrain/--no-constrain": constrain,
+        }
+        rounds_flags = {
+            "--max-rounds": max_rounds,
+            "--max-calls-per-round": max_calls,
+            "--pool": pool or None,
+            "--synthesis": synthesis,
+            "--tool-cost": tool_cost or None,
+            "--max-units": max_units,
+            "--chat-out": chat_out,
+        }
+        _refuse_flags(plan_flags if mode != "plan" else rounds_flags, mode)
+        label = f"mas:{dom or 'high'}" if mode == "plan" else f"mas:{mode}"
+        fields: dict[str, Any] = {
+            "dialect": dialect,
+            "repair": repair,
+            "constrain": constrain,
+            "max_rounds": max_rounds,
+            "max_calls_per_round": max_calls,
+            "synthesis": synthesis,
+            "max_units": max_units,
+        }
+        if pool:
+            fields["pool"] = dict(_pool_entry(p) for p in pool)
+        if tool_cost:
+            fields["tool_costs"] = dict(_tool_cost(c) for c in tool_cost)
         system = System.parse(
-            "mas:rounds" if mode == "rounds" else f"mas:{dom}",
+            label,
             model=subagent or orchestrator or DEFAULT_MODEL,
             orchestrator=orchestrator or subagent or DEFAULT_MODEL,
             judge=judge,
             agent_models=dict(_kind_model(s) for s in agent_model),
-            dialect=dialect,
-            repair=repair,
-            constrain=constrain,
             plan_tokens=max_tokens,
             budget=Budget(max_calls=budget_calls, max_tokens=budget_tokens, max_cost=budget_cost),
             timeout_s=timeout,
             node_timeout_s=node_timeout,
-            max_rounds=max_rounds,
+            **{k: v for k, v in fields.items() if v is not None},
         )
         env = EnvSpec(
             backend_factory=PricedFactory(
@@ -121,6 +182,8 @@ def register(
             retriever_factory=retriever_factory or default_retriever_factory,
         )
         result = asyncio.run(_run(system, question, env, corpus=corpus, trace=trace, as_json=as_json))
+        if chat_out is not None and result.trajectory is not None:
+            _write_record(chat_out, result.trajectory.to_chat())
         if not result.ok:
             raise typer.Exit(1)
 
@@ -164,7 +227,64 @@ def json_summary(result: RunResult) -> dict[str, Any]:
             "cost": result.usage.cost,
         },
         "wall_s": round(result.wall_s, 3),
+        "rounds": _rounds_summary(result),
     }
+
+
+def _rounds_summary(result: RunResult) -> dict[str, Any] | None:
+    """Rounds, calls per status, units and how it ended, for a multi-round run; else None."""
+    t = result.trajectory
+    if t is None:
+        return None
+    return {
+        "rounds": len(t.rounds),
+        "calls": [c.to_dict() for c in t.calls],
+        "statuses": t.statuses(),
+        "units": t.units,
+        "ended_by": t.ended_by,
+    }
+
+
+def _write_record(path: Path, record: dict[str, Any]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write {path}: {exc.strerror}", hint="give a writable --chat-out path"
+        ) from None
+
+
+def _refuse_flags(given: Mapping[str, object], mode: str) -> None:
+    """A UsageError naming the flags given that do not apply to ``mode`` (never ignore them)."""
+    wrong = [flag for flag, value in given.items() if value is not None]
+    if wrong:
+        other = "--mode rounds" if mode == "plan" else "--mode plan"
+        raise UsageError(
+            f"{', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to --mode {mode}",
+            hint=f"drop {'it' if len(wrong) == 1 else 'them'}, or use {other}",
+        )
+
+
+def _pool_entry(spec: str) -> tuple[str, PoolModel]:
+    name, sep, rest = spec.partition("=")
+    if not sep or not name.strip():
+        raise UsageError(
+            f"--pool {spec!r} is not NAME=MODEL: description",
+            hint="e.g. --pool 'fast=local:qwen2.5-coder-0.5b: small and fast'",
+        )
+    return name.strip(), PoolModel.parse(rest)
+
+
+def _tool_cost(spec: str) -> tuple[str, float]:
+    kind, sep, units = spec.partition("=")
+    try:
+        value = float(units)
+    except ValueError:
+        value = -1.0
+    if not sep or not kind.strip() or value < 0:
+        raise UsageError(f"--tool-cost {spec!r} is not KIND=UNITS", hint="e.g. --tool-cost sc=3")
+    return kind.strip(), value
 
 
 def _kind_model(spec: str) -> tuple[str, str]:

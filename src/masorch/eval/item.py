@@ -82,6 +82,7 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         status, error = HARNESS_FAILED, f"{type(exc).__name__}: {exc}"
     wall = time.monotonic() - t0
     usage = result.usage if result is not None else None
+    trajectory = result.trajectory if result is not None else None
     record = EvalRecord(
         key=item.key,
         system=item.system.name,
@@ -103,6 +104,9 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         wall_s=round(wall, 4),
         trace_id=result.run_id if result is not None else "",
         plan_kinds=[a.kind for a in result.plan.agents] if result is not None and result.plan else [],
+        rounds=len(trajectory.rounds) if trajectory is not None else None,
+        units=trajectory.units if trajectory is not None else 0.0,
+        tool_statuses=trajectory.statuses() if trajectory is not None else {},
         worker=f"{socket.gethostname()}:{os.getpid()}",
     )
     return record.to_json(), events

@@ -24,6 +24,8 @@ class EvalRecord:
     ``status`` is the run's status (``ok``, ``error``, ``timeout``, ``budget``, ``invalid_plan``) or
     ``failed`` when the harness could not run or grade it; ``correct``/``score``/``details`` are the
     scorer's verdict (False/0.0/{} without one). ``axis``/``value`` are MASBench's (None elsewhere).
+    ``rounds``, ``units`` and ``tool_statuses`` (calls per status) describe a multi-round run
+    (None / 0.0 / {} for the other systems).
 
     >>> r = EvalRecord(key="s|d|1", system="s", dataset="d", sample_id="1", status="ok", gold="4")
     >>> EvalRecord.from_json({**r.to_json(), "type": "sample"}) == r
@@ -52,6 +54,9 @@ class EvalRecord:
     wall_s: float = 0.0
     trace_id: str = ""
     plan_kinds: list[str] = field(default_factory=list)
+    rounds: int | None = None
+    units: float = 0.0
+    tool_statuses: Mapping[str, int] = field(default_factory=dict)
     worker: str = ""
     finished_at: float = field(default_factory=time.time)
     version: int = RECORD_VERSION
@@ -60,6 +65,7 @@ class EvalRecord:
         """The record as a JSON object (the ``log.jsonl`` field names)."""
         out = dataclasses.asdict(self)
         out["details"] = dict(self.details)
+        out["tool_statuses"] = dict(self.tool_statuses)
         return out
 
     @classmethod

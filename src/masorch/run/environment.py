@@ -112,7 +112,7 @@ class Environment:
         self._retrievers: dict[Path, Retriever] = {}
         self._scorers: dict[str, Any] = {}
         self._agents: AgentRegistry | None = None
-        self._offered: dict[bool, AgentRegistry] = {}
+        self._offered: dict[tuple[bool, bool], AgentRegistry] = {}
         self._plans: dict[str, ValidatedPlan] = {}
         self._lock = threading.Lock()
 
@@ -128,17 +128,21 @@ class Environment:
         with self._lock:
             return self._agents_locked()
 
-    def offered_agents(self, *, retriever: bool) -> AgentRegistry:
-        """The agents an orchestrator is offered where the run has (or lacks) a retriever.
+    def offered_agents(self, *, retriever: bool, history: bool = False) -> AgentRegistry:
+        """The agents an orchestrator is offered where the run has (or lacks) a retriever, and where
+        calls can (multi-round mode) or cannot (one-step plans) read a reasoning history.
 
         Decided by :func:`masorch.agents.registry.offered_registry`, once per case.
         """
         from masorch.agents.registry import offered_registry
 
         with self._lock:
-            if retriever not in self._offered:
-                self._offered[retriever] = offered_registry(self._agents_locked(), retriever=retriever)
-            return self._offered[retriever]
+            key = (retriever, history)
+            if key not in self._offered:
+                self._offered[key] = offered_registry(
+                    self._agents_locked(), retriever=retriever, history=history
+                )
+            return self._offered[key]
 
     def _agents_locked(self) -> AgentRegistry:
         if self._agents is None:

@@ -117,8 +117,14 @@ class Executor:
         self._node_timeout_s = node_timeout_s
         self._retriever = retriever
 
-    async def execute(self, validated: ValidatedPlan, question: str) -> RunResult:
-        """Run every node of the plan and return the run's result (status, answer, node outputs)."""
+    async def execute(
+        self, validated: ValidatedPlan, question: str, *, context: Sequence[UpstreamResult] = ()
+    ) -> RunResult:
+        """Run every node of the plan and return the run's result (status, answer, node outputs).
+
+        ``context`` is given to the plan's root nodes as earlier results (the multi-round mode passes
+        the reasoning history this way).
+        """
         plan = validated.plan
         missing = sorted({a.kind for a in plan.agents if a.kind not in self._agents})
         if missing:
@@ -130,7 +136,7 @@ class Executor:
             if plan.final_answer is not None:
                 return self._result("ok", plan.final_answer, {})
             return self._result("error", "", {}, error="the plan has neither a sink nor a final answer")
-        return await _Run(self, validated, question).go()
+        return await _Run(self, validated, question, tuple(context)).go()
 
     def _result(
         self, status: RunStatus, answer: str, nodes: Mapping[str, NodeOutput], error: str = ""
@@ -151,8 +157,11 @@ class Executor:
 class _Run:
     """The state of one plan execution (kept apart so an Executor can run several plans)."""
 
-    def __init__(self, ex: Executor, validated: ValidatedPlan, question: str) -> None:
+    def __init__(
+        self, ex: Executor, validated: ValidatedPlan, question: str, context: tuple[UpstreamResult, ...] = ()
+    ) -> None:
         self.ex = ex
+        self.root_context = context
         self.session = ex._session
         self.validated = validated
         self.question = question
@@ -298,6 +307,8 @@ class _Run:
             for p in parents
             if p not in referenced
         )
+        if not parents:
+            context = self.root_context
         agent = self.ex._agents.get(spec.kind)
         params: dict[str, Any] = agent.signature.resolve(spec.params)
         return NodeInput(node_id=spec.id, question=self.question, task=task, params=params, context=context)

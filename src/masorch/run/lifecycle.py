@@ -12,7 +12,6 @@ on the whole question (``sas``), a one-step plan checked and executed (``mas:low
 from __future__ import annotations
 
 import dataclasses
-import functools
 from pathlib import Path
 
 from masorch.errors import UsageError
@@ -20,7 +19,7 @@ from masorch.run.environment import Environment
 from masorch.run.executor import run_plan
 from masorch.run.orchestrate import OrchestrateOptions, orchestrate
 from masorch.run.result import RunResult
-from masorch.run.rounds import RoundsOptions, run_rounds
+from masorch.run.rounds import PoolEntry, RoundsOptions, run_rounds
 from masorch.run.system import System
 from masorch.trace.writer import TraceSink
 
@@ -56,7 +55,7 @@ async def run(
             mode=system.label,
         )
         return dataclasses.replace(result, plan=validated.plan)
-    agents = env.offered_agents(retriever=retriever is not None)
+    agents = env.offered_agents(retriever=retriever is not None, history=system.mode == "rounds")
     orchestrator = env.backend(system.orchestrator_model)
     unknown = sorted(k for k in system.agent_models if k not in agents)
     if unknown:
@@ -64,11 +63,24 @@ async def run(
             f"agent models are set for kinds this run cannot offer: {', '.join(unknown)}",
             hint=f"kinds: {', '.join(agents.catalogue())}",
         )
-    mode = (
-        functools.partial(run_rounds, options=RoundsOptions.of(system))
-        if system.mode == "rounds"
-        else functools.partial(orchestrate, options=OrchestrateOptions.of(system))
-    )
-    return await mode(
-        question, orchestrator=orchestrator, backends=roles, agents=agents, trace=trace, retriever=retriever
+    if system.mode == "rounds":
+        return await run_rounds(
+            question,
+            orchestrator=orchestrator,
+            backends=roles,
+            agents=agents,
+            options=RoundsOptions.of(system),
+            trace=trace,
+            retriever=retriever,
+            pool={n: PoolEntry(env.backend(p.model), p.description) for n, p in system.pool.items()},
+            synthesis=env.backend(system.synthesis) if system.synthesis else None,
+        )
+    return await orchestrate(
+        question,
+        orchestrator=orchestrator,
+        backends=roles,
+        agents=agents,
+        options=OrchestrateOptions.of(system),
+        trace=trace,
+        retriever=retriever,
     )

@@ -123,7 +123,7 @@ def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: L
 
     def agent(sig: KindSignature) -> dict[str, Any]:
         # One object per kind, so each kind takes only its own parameters, within their ranges.
-        params = {p.name: _param_schema(p) for p in sig.params}
+        params = {p.name: param_schema(p) for p in sig.params}
         return {
             "type": "object",
             "properties": {
@@ -313,7 +313,7 @@ def param_json_schema(ptype: str) -> dict[str, Any]:
     return {"type": {"int": "integer", "float": "number", "bool": "boolean"}[ptype]}
 
 
-def _param_schema(p: ParamSpec) -> dict[str, Any]:
+def param_schema(p: ParamSpec) -> dict[str, Any]:
     """A parameter's schema with its range, choices and item counts (what the validator checks)."""
     out = param_json_schema(p.type)
     if p.type in ("int", "float"):

@@ -10,6 +10,7 @@ from masorch.agents.base import NodeOutput
 from masorch.backends.base import Usage
 from masorch.plan.model import Plan
 from masorch.run.budget import Ledger
+from masorch.run.trajectory import Trajectory
 
 RunStatus = Literal["ok", "error", "timeout", "budget", "invalid_plan"]
 
@@ -22,7 +23,9 @@ class RunResult:
     node that failed, the budget or deadline that stopped the run). ``diagnostics`` are the plan
     diagnostics (``Diagnostic`` objects of :mod:`masorch.plan`): the rejection reasons when the
     status is ``invalid_plan``, else any warnings. ``usage`` includes the orchestrator's calls.
-    ``plan_text`` is the orchestrator's last plan text and ``plan`` what was read from it.
+    ``plan_text`` is the orchestrator's last plan text and ``plan`` what was read from it (in the
+    multi-round mode: the calls that ran, as nodes). ``trajectory`` is the multi-round mode's
+    record of rounds, calls and conversation (None in the other modes).
     """
 
     status: RunStatus
@@ -36,6 +39,7 @@ class RunResult:
     plan_text: str = ""
     plan: Plan | None = None
     run_id: str = ""
+    trajectory: Trajectory | None = None
 
     @property
     def ok(self) -> bool:
@@ -47,8 +51,11 @@ class RunResult:
         """The plan's single sink node's whole reply (every boxed answer in it), else the run's answer.
 
         What a scorer that reads whole replies (MASBench: several boxes) grades, in eval and in
-        training alike.
+        training alike. A multi-round run's reply is its final answer (its calls are not a
+        dataflow), boxed unless it already holds boxes, as a sub-agent's reply would be.
         """
+        if self.trajectory is not None:
+            return self.answer if "\\boxed" in self.answer or not self.answer else f"\\boxed{{{self.answer}}}"
         plan = self.plan
         if plan is not None and plan.agents:
             sources = {f.src for f in plan.flows}

@@ -13,6 +13,8 @@ the same field names in ``masorch run`` flags, eval systems files and training c
 'sas:sc'
 >>> System.parse("mas:rounds", model="local:m").mode
 'rounds'
+>>> System.parse("mas:rounds-serial", model="local:m").max_calls_per_round
+1
 """
 
 from __future__ import annotations
@@ -29,11 +31,39 @@ from masorch.redact import redact
 from masorch.run.budget import Budget
 
 SAS_KINDS: tuple[str, ...] = ("cot", "sc", "debate", "reflexion", "search")
-MAS_VARIANTS: tuple[str, ...] = ("low", "high", "rounds")
+MAS_VARIANTS: tuple[str, ...] = ("low", "high", "rounds", "rounds-serial")
 Mode = Literal["sas", "mas", "rounds"]
 
 #: Budget keys as configs write them -> Budget fields (the field names are read too).
 BUDGET_KEYS = {"calls": "max_calls", "tokens": "max_tokens", "cost": "max_cost", "wall_s": "max_wall_s"}
+
+
+class PoolModel(BaseModel):
+    """A model of the rounds mode's pool: its model string and the one line the orchestrator reads.
+
+    In YAML either ``{model: MODEL, description: TEXT}`` or the text ``"MODEL: TEXT"`` (the first
+    colon followed by a space ends the model string).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    model: str = Field(min_length=1)
+    description: str = ""
+
+    @classmethod
+    def parse(cls, text: str) -> PoolModel:
+        """``"MODEL: description"`` as a PoolModel.
+
+        >>> PoolModel.parse("openai:gpt-4o-mini: fast, cheap").model
+        'openai:gpt-4o-mini'
+        """
+        model, sep, description = text.partition(": ")
+        if not sep or not model.strip() or " " in model.strip():
+            raise UsageError(
+                f"pool entry {text[:80]!r} is not 'MODEL: description'",
+                hint="e.g. 'local:qwen2.5-coder-0.5b: small and fast' (a colon and a space end the model)",
+            )
+        return cls(model=model.strip(), description=description.strip())
 
 
 class System(BaseModel):
@@ -43,7 +73,12 @@ class System(BaseModel):
     ``agent_models`` overrides it per agent kind; ``params`` are the sas agent's parameters (e.g.
     ``n`` of sc); ``dialect``, ``repair``, ``constrain`` and ``plan_tokens`` shape the orchestrator's
     plan (mas) or each orchestrator turn (rounds); ``timeout_s`` bounds the whole run and
-    ``node_timeout_s`` each node; ``max_rounds`` and ``max_calls_per_round`` bound the rounds mode.
+    ``node_timeout_s`` each node; ``max_rounds`` and ``max_calls_per_round`` bound the rounds mode
+    (``mas:rounds-serial`` is the rounds mode with one call per round). The rounds mode also takes
+    a ``pool`` of named, described models each call may choose from, the ``synthesis`` model that
+    answers from the trajectory at the round cap (default: the orchestrator), ``tool_costs`` (cost
+    units per tool, over :data:`~masorch.run.round_calls.DEFAULT_TOOL_COSTS`) and ``max_units``
+    (the run's budget in those units).
     ``name`` labels the system in logs and reports (default: :attr:`label`).
     """
 
@@ -64,8 +99,29 @@ class System(BaseModel):
     budget: Budget = Field(default_factory=Budget)
     timeout_s: float | None = Field(default=None, ge=0)
     node_timeout_s: float | None = Field(default=None, ge=0)
-    max_rounds: int = Field(default=3, ge=1, le=12)
+    max_rounds: int = Field(default=12, ge=1, le=12)
     max_calls_per_round: int = Field(default=4, ge=1, le=4)
+    pool: dict[str, PoolModel] = Field(default_factory=dict)
+    synthesis: str | None = None
+    tool_costs: dict[str, float] = Field(default_factory=dict)
+    max_units: float | None = Field(default=None, ge=0)
+
+    @field_validator("pool", mode="before")
+    @classmethod
+    def _pool(cls, value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: PoolModel.parse(v) if isinstance(v, str) else v for k, v in value.items()}
+        return value
+
+    @field_validator("tool_costs", mode="before")
+    @classmethod
+    def _costs(cls, value: Any) -> Any:
+        # YAML writes whole units as ints; strict mode would refuse them as floats.
+        if isinstance(value, Mapping):
+            return {
+                k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in value.items()
+            }
+        return value
 
     @field_validator("budget", mode="before")
     @classmethod
@@ -81,7 +137,7 @@ class System(BaseModel):
     def _default_name(cls, data: Any) -> Any:
         if isinstance(data, Mapping) and not data.get("name"):
             mode, variant = data.get("mode"), data.get("variant", "")
-            data = {**data, "name": "mas:rounds" if mode == "rounds" else f"{mode}:{variant}"}
+            data = {**data, "name": _label(str(mode), str(variant))}
         return data
 
     @model_validator(mode="after")
@@ -93,8 +149,21 @@ class System(BaseModel):
             )
         if self.mode == "mas" and self.variant not in ("low", "high"):
             raise UsageError(
-                f"unknown multi-agent system 'mas:{self.variant}'", hint="use mas:low, mas:high or mas:rounds"
+                f"unknown multi-agent system 'mas:{self.variant}'",
+                hint="use mas:low, mas:high, mas:rounds or mas:rounds-serial",
             )
+        if self.mode == "rounds" and self.variant not in ("", "serial"):
+            raise UsageError(
+                f"unknown rounds variant {self.variant!r}", hint="use mas:rounds or mas:rounds-serial"
+            )
+        if self.variant == "serial" and self.max_calls_per_round != 1:
+            raise UsageError(
+                f"{self.name} makes one call per round, not max_calls_per_round={self.max_calls_per_round}",
+                hint="use mas:rounds for parallel calls",
+            )
+        bad = [n for n in self.pool if not n or not n.replace("-", "_").isidentifier()]
+        if bad:
+            raise UsageError(f"bad pool model names: {bad}", hint="name pool models like fast, big, coder_7b")
         return self
 
     @classmethod
@@ -112,6 +181,9 @@ class System(BaseModel):
             )
         if mode == "mas" and variant == "rounds":
             mode, variant = "rounds", ""
+        elif mode == "mas" and variant == "rounds-serial":
+            mode, variant = "rounds", "serial"
+            fields = {"max_calls_per_round": 1, **fields}
         try:
             return cls(mode=mode, variant=variant, **fields)  # type: ignore[arg-type]  # validated
         except ValidationError as exc:
@@ -119,8 +191,8 @@ class System(BaseModel):
 
     @property
     def label(self) -> str:
-        """``sas:KIND``, ``mas:DOM`` or ``mas:rounds``."""
-        return "mas:rounds" if self.mode == "rounds" else f"{self.mode}:{self.variant}"
+        """``sas:KIND``, ``mas:DOM``, ``mas:rounds`` or ``mas:rounds-serial``."""
+        return _label(self.mode, self.variant)
 
     @property
     def is_sas(self) -> bool:
@@ -142,6 +214,10 @@ class System(BaseModel):
         names = [self.model, *self.agent_models.values()]
         if not self.is_sas:
             names.append(self.orchestrator_model)
+        if self.mode == "rounds":
+            names += [p.model for p in self.pool.values()]
+            if self.synthesis:
+                names.append(self.synthesis)
         if self.judge:
             names.append(self.judge)
         return list(dict.fromkeys(names))
@@ -153,10 +229,12 @@ class System(BaseModel):
         of logs and reports, so the inverse has no credentials either.
         """
         out = self.model_dump(mode="json")
-        for role in ("model", "orchestrator", "judge"):
+        for role in ("model", "orchestrator", "judge", "synthesis"):
             if isinstance(out[role], str):
                 out[role] = redact(out[role])
         out["agent_models"] = {k: redact(v) for k, v in self.agent_models.items()}
+        for entry in out["pool"].values():
+            entry["model"] = redact(entry["model"])
         return out
 
     @classmethod
@@ -166,6 +244,12 @@ class System(BaseModel):
             return cls(**data)
         except ValidationError as exc:
             raise _usage_error(str(data.get("name", "?")), exc) from None
+
+
+def _label(mode: str, variant: str) -> str:
+    if mode == "rounds":
+        return "mas:rounds-serial" if variant == "serial" else "mas:rounds"
+    return f"{mode}:{variant}"
 
 
 def budget_from(data: Mapping[str, Any] | None) -> Budget:

@@ -8,6 +8,7 @@ from masorch.trace.events import (
     PlanRejected,
     RunFinished,
     RunStarted,
+    ToolResult,
 )
 from masorch.trace.writer import MemoryTrace, TraceSink, TraceWriter, read_trace
 
@@ -20,6 +21,7 @@ __all__ = [
     "PlanRejected",
     "RunFinished",
     "RunStarted",
+    "ToolResult",
     "TraceSink",
     "TraceWriter",
     "read_trace",

@@ -125,6 +125,26 @@ class LlmCall(EventBase):
     tool_calls: list[dict[str, str]] = Field(default_factory=list, description="the reply's tool calls")
 
 
+class ToolResult(EventBase):
+    """One tool call of a multi-round run ended: its round, tool, model, status and cost units.
+
+    ``status`` is one of the rounds mode's statuses (``OK``, ``EXEC_ERR``, ``TIMEOUT``, ``BUDGET``,
+    ``FORMAT_ERR``, ``REJECTED``); ``node`` is the call's id in the run (``r2c1``: round 2, call
+    1), also when it was refused; ``model`` is the model that ran it (empty when it did not run).
+    """
+
+    type: Literal["tool_result"] = "tool_result"
+    round: int
+    call_id: str
+    tool: str
+    status: Literal["OK", "EXEC_ERR", "TIMEOUT", "BUDGET", "FORMAT_ERR", "REJECTED"]
+    node: str = ""
+    model: str = ""
+    units: float = 0.0
+    error: str = ""
+    wall_s: float = 0.0
+
+
 class RunFinished(EventBase):
     """The run ended with a status, an answer (when ok) and its total usage and wall time."""
 
@@ -137,7 +157,7 @@ class RunFinished(EventBase):
 
 
 Event = Annotated[
-    RunStarted | PlanParsed | PlanRejected | NodeStarted | NodeFinished | LlmCall | RunFinished,
+    RunStarted | PlanParsed | PlanRejected | NodeStarted | NodeFinished | LlmCall | ToolResult | RunFinished,
     Field(discriminator="type"),
 ]
 

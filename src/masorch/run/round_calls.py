@@ -1,0 +1,296 @@
+"""The tools of the multi-round mode and what becomes of each call: checked, then run or refused.
+
+Each sub-agent kind is one tool (its arguments: ``task``, optionally ``model`` from the pool, and
+the kind's typed parameters), plus ``final_answer``. Every call a round makes ends with exactly one
+:class:`CallOutcome` whose status is one of :data:`TOOL_STATUSES`, so nothing the orchestrator asks
+for is dropped silently: ``REJECTED`` (over the per-round limit, an unknown tool, ``final_answer``
+beside other calls), ``FORMAT_ERR`` (arguments that are not a JSON object, a bad parameter with
+the validator's hint, a model not in the pool), ``BUDGET`` (not run: the run's units or calls are
+spent), or the run's outcome: ``OK``, ``EXEC_ERR``, ``TIMEOUT``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from masorch.agents.answer import boxed_answer, extract_answer
+from masorch.agents.base import NodeOutput, NodeStatus
+from masorch.backends.base import ToolCall, ToolSpec
+from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
+from masorch.plan.catalogue import Catalogue
+from masorch.plan.parse_json import read_json_calls
+from masorch.run.orchestrate import param_schema
+from masorch.run.trajectory import CallOutcome, ToolStatus
+
+FINAL_TOOL = "final_answer"
+
+#: Cost units of one call of each tool (ParaManager-style tool costs): a rough price of what the
+#: tool spends, so that the orchestrator can weigh a cheap reasoner against an ensemble. A kind not
+#: listed costs :data:`DEFAULT_UNITS`. ``System.tool_costs`` overrides entries.
+DEFAULT_TOOL_COSTS: Mapping[str, float] = MappingProxyType(
+    {
+        "cot": 1.0,
+        "review": 1.0,
+        "search": 2.0,
+        "python": 2.0,
+        "reflexion": 3.0,
+        "debate": 4.0,
+        "sc": 5.0,
+        FINAL_TOOL: 0.0,
+    }
+)
+DEFAULT_UNITS = 1.0
+
+#: The paper's names of the agent tools, shown to the orchestrator beside our kind names.
+TOOL_TITLES: Mapping[str, str] = MappingProxyType(
+    {
+        "cot": "Standard Reasoner",
+        "review": "Critical Reviewer",
+        "python": "Code Reasoner",
+        "search": "Knowledge Searcher",
+        "sc": "Ensemble Solver",
+    }
+)
+
+_STATUS_OF_NODE: Mapping[NodeStatus, ToolStatus] = MappingProxyType(
+    {
+        NodeStatus.OK: "OK",
+        NodeStatus.ERROR: "EXEC_ERR",
+        NodeStatus.TIMEOUT: "TIMEOUT",
+        NodeStatus.BUDGET: "BUDGET",
+        NodeStatus.SKIPPED: "EXEC_ERR",
+    }
+)
+
+
+def tool_costs(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
+    """The cost table: :data:`DEFAULT_TOOL_COSTS` with ``overrides`` applied.
+
+    >>> tool_costs({"cot": 0.5})["cot"], tool_costs()["sc"]
+    (0.5, 5.0)
+    """
+    return {**DEFAULT_TOOL_COSTS, **(overrides or {})}
+
+
+def units_of(tool: str, costs: Mapping[str, float]) -> float:
+    """The cost in units of one call of ``tool``."""
+    return float(costs.get(tool, DEFAULT_UNITS))
+
+
+def tool_specs(
+    catalogue: Catalogue, *, pool: Mapping[str, str] | None = None, costs: Mapping[str, float] | None = None
+) -> tuple[ToolSpec, ...]:
+    """One tool per sub-agent kind (task, model, typed parameters), plus ``final_answer``.
+
+    ``pool`` maps the pool's model names to their descriptions; with one, each tool takes an
+    optional ``model`` naming one of them.
+    """
+    table = tool_costs(costs)
+    tools = []
+    for sig in catalogue.values():
+        task = "what this agent must do, written out in full with every number and fact it needs"
+        props: dict[str, Any] = {"task": {"type": "string", "description": task}}
+        if pool:
+            props["model"] = {
+                "type": "string",
+                "enum": list(pool),
+                "description": "the pool model to run this call (default: the sub-agent model)",
+            }
+        for p in sig.params:
+            props[p.name] = {**param_schema(p), "description": p.description, "default": p.default}
+        title = TOOL_TITLES.get(sig.kind)
+        summary = f"{title}. {sig.summary}" if title else sig.summary
+        tools.append(
+            ToolSpec(
+                name=sig.kind,
+                description=f"{summary} Costs {units_of(sig.kind, table):g} units.",
+                parameters={"type": "object", "properties": props, "required": ["task"]},
+            )
+        )
+    answer = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    tools.append(
+        ToolSpec(name=FINAL_TOOL, description="Give the final answer to the question.", parameters=answer)
+    )
+    return tuple(tools)
+
+
+@dataclass(frozen=True)
+class CheckedCall:
+    """A call that passed the checks: its node, validated one-node plan and pool model name."""
+
+    round: int
+    call_id: str
+    node: str
+    tool: str
+    task: str
+    plan: ValidatedPlan
+    pool_name: str = ""
+
+    @property
+    def spec(self) -> AgentSpec:
+        """The call as a plan node."""
+        return self.plan.plan.agents[0]
+
+    def refused(self, status: ToolStatus, error: str) -> CallOutcome:
+        """The outcome of this call when it is not run (``BUDGET``)."""
+        return CallOutcome(
+            self.round, self.call_id, self.node, self.tool, status, task=self.task, error=error
+        )
+
+    def ran(self, out: NodeOutput, *, model: str, units: float, wall_s: float) -> CallOutcome:
+        """The outcome of this call once it ran, from its node's output."""
+        status = _STATUS_OF_NODE[out.status]
+        error = out.error
+        if status == "EXEC_ERR" and "stderr" in out.details:
+            # The Code Reasoner's last program: how it ended and its output, verbatim (not the
+            # agent's summary of every attempt, which quotes the same stderr).
+            d = out.details
+            ended = f"the last program {d.get('exit', 'failed')}"
+            error = f"{ended}\nstdout:\n{d.get('stdout', '')}\nstderr:\n{d.get('stderr', '')}".rstrip()
+        return CallOutcome(
+            round=self.round,
+            call_id=self.call_id,
+            node=self.node,
+            tool=self.tool,
+            status=status,
+            task=self.task,
+            result=out.answer if status == "OK" else "",
+            error="" if status == "OK" else error,
+            model=model,
+            pool_name=self.pool_name,
+            units=units,
+            wall_s=wall_s,
+            output=out,
+        )
+
+
+def call_ids(calls: Sequence[ToolCall], round_no: int) -> tuple[ToolCall, ...]:
+    """The calls with ids that are set and distinct (``call_rRcI`` where the model gave none or a
+    repeated one), so that each result message can name its call."""
+    seen: set[str] = set()
+    out = []
+    for i, call in enumerate(calls, start=1):
+        cid = call.id
+        if not cid or cid in seen:
+            cid = f"call_r{round_no}c{i}"
+        seen.add(cid)
+        out.append(ToolCall(call.name, call.arguments, id=cid))
+    return tuple(out)
+
+
+def check_calls(
+    calls: Sequence[ToolCall],
+    *,
+    round_no: int,
+    catalogue: Catalogue,
+    pool: Sequence[str],
+    max_calls: int,
+) -> list[CheckedCall | CallOutcome]:
+    """Each call of one round checked, in order: a :class:`CheckedCall` to run or its refusal.
+
+    A round's ``final_answer`` is handled by the caller when it is the round's only call; here it
+    is refused (it cannot share a round with tool calls).
+    """
+    out: list[CheckedCall | CallOutcome] = []
+    for i, call in enumerate(calls, start=1):
+        node = f"r{round_no}c{i}"
+
+        def refuse(
+            status: ToolStatus, error: str, task: str = "", _call: ToolCall = call, _node: str = node
+        ) -> None:
+            out.append(CallOutcome(round_no, _call.id, _node, _call.name, status, task=task, error=error))
+
+        if i > max_calls:
+            refuse("REJECTED", f"at most {max_calls} calls per round; this was call {i}, not run")
+            continue
+        if call.name == FINAL_TOOL:
+            refuse("REJECTED", "final_answer must be the only call of its round; it was not taken")
+            continue
+        if call.name not in catalogue:
+            refuse(
+                "REJECTED", f"unknown tool {call.name!r}; the tools are: {', '.join(catalogue)}, {FINAL_TOOL}"
+            )
+            continue
+        args = arguments(call)
+        if args is None:
+            refuse("FORMAT_ERR", 'the arguments are not a JSON object (hint: send {"task": "...", ...})')
+            continue
+        task = args.pop("task", "")
+        pool_name = args.pop("model", "") or ""
+        if not isinstance(task, str) or not task.strip():
+            refuse("FORMAT_ERR", "missing task (hint: give a self-contained subtask as the string `task`)")
+            continue
+        if pool_name and (not isinstance(pool_name, str) or pool_name not in pool):
+            names = ", ".join(pool) if pool else "none: leave `model` out"
+            refuse("FORMAT_ERR", f"unknown model {pool_name!r} (hint: the pool's models are {names})", task)
+            continue
+        spec = AgentSpec(id=node, kind=call.name, task=task, params=args)
+        checked = validate(Plan(agents=(spec,)), DoM.LOW, catalogue)
+        if checked.validated is None:
+            problems = "; ".join(f"{d.message} (hint: {d.hint})" for d in checked.diagnostics if d.is_error)
+            refuse("FORMAT_ERR", problems, task)
+            continue
+        out.append(CheckedCall(round_no, call.id, node, call.name, task, checked.validated, str(pool_name)))
+    return out
+
+
+def calls_in_text(text: str) -> tuple[tuple[ToolCall, ...], str]:
+    """Tool calls written as JSON in a reply's text, and what was wrong reading them ("" if nothing).
+
+    The fallback for servers that return the model's tool calls as text instead of native ones:
+    Hermes ``<tool_call>`` tags, a list of ``{"name", "arguments"}`` objects, a ``{"tool_calls":
+    [...]}`` message (the plan language's JSON reader, :func:`masorch.plan.parse_json.read_json_calls`).
+
+    >>> calls, problem = calls_in_text('<tool_call>{"name": "cot", "arguments": {"task": "t"}}</tool_call>')
+    >>> [(c.name, c.arguments) for c in calls], problem
+    ([('cot', '{"task": "t"}')], '')
+    """
+    raw, diagnostics, _found = read_json_calls(text)
+    calls = tuple(ToolCall(c.name, json.dumps(c.kwargs), id="") for c in raw if not c.args)
+    problems = [f"{d.message} (hint: {d.hint})" for d in diagnostics if d.is_error]
+    return calls, "; ".join(problems)
+
+
+def synthesis_answer(text: str) -> str:
+    """The answer in a synthesis reply, or "" when it holds none.
+
+    A boxed answer; else a ``final_answer`` call written as text; else, when the reply holds no
+    tool call, its ``Answer:`` line or last line (a code fence alone is no answer).
+
+    >>> synthesis_answer(r"They agree. \\boxed{7}")
+    '7'
+    >>> synthesis_answer('{"name": "final_answer", "arguments": {"answer": "7"}}')
+    '7'
+    >>> synthesis_answer('```json\\n{"name": "cot", "arguments": {"task": "t"}}\\n```')
+    ''
+    """
+    boxed = boxed_answer(text)
+    if boxed is not None:
+        return boxed.strip()
+    calls, _problem = calls_in_text(text)
+    if calls:
+        answers = [final_answer(c) for c in calls if c.name == FINAL_TOOL]
+        return next((a for a in reversed(answers) if a), "")
+    return extract_answer(text).strip("`").strip()
+
+
+def final_answer(call: ToolCall) -> str | None:
+    """The answer of a ``final_answer`` call, or None when its arguments hold no answer text."""
+    args = arguments(call)
+    answer = None if args is None else args.get("answer")
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool):
+        answer = str(answer)
+    return answer.strip() if isinstance(answer, str) and answer.strip() else None
+
+
+def arguments(call: ToolCall) -> dict[str, Any] | None:
+    """A tool call's JSON arguments as a dict, or None when they are not a JSON object."""
+    try:
+        value = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None

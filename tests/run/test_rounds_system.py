@@ -1,0 +1,59 @@
+"""The rounds fields of System: serial variant, pool, synthesis, costs, caps and redaction."""
+
+from __future__ import annotations
+
+import pytest
+
+from masorch.errors import UsageError
+from masorch.run.environment import Environment, EnvSpec
+from masorch.run.system import PoolModel, System
+
+
+def test_rounds_defaults_and_the_serial_variant():
+    rounds = System.parse("mas:rounds", model="local:m")
+    assert (rounds.max_rounds, rounds.max_calls_per_round, rounds.label) == (12, 4, "mas:rounds")
+    serial = System.parse("mas:rounds-serial", model="local:m")
+    assert (serial.mode, serial.variant, serial.max_calls_per_round, serial.name) == (
+        "rounds",
+        "serial",
+        1,
+        "mas:rounds-serial",
+    )
+    assert System.from_dict(serial.to_dict()) == serial
+    with pytest.raises(UsageError, match="one call per round"):
+        System.parse("mas:rounds-serial", model="local:m", max_calls_per_round=2)
+    with pytest.raises(UsageError, match="max_rounds"):
+        System.parse("mas:rounds", model="local:m", max_rounds=13)
+    with pytest.raises(UsageError, match="max_calls_per_round"):
+        System.parse("mas:rounds", model="local:m", max_calls_per_round=5)
+
+
+def test_pool_synthesis_and_costs_from_yaml_shapes_with_keys_redacted():
+    system = System.parse(
+        "mas:rounds",
+        model="local:m",
+        pool={
+            "big": "vllm:http://u:SECRET@127.0.0.1:8000/v1#Qwen: strong, slow",
+            "small": {"model": "local:tiny", "description": "fast"},
+        },
+        synthesis="openai:gpt-4o",
+        tool_costs={"sc": 3, "cot": 0.5},
+        max_units=20,
+    )
+    assert system.pool["big"] == PoolModel(
+        model="vllm:http://u:SECRET@127.0.0.1:8000/v1#Qwen", description="strong, slow"
+    )
+    assert system.tool_costs == {"sc": 3.0, "cot": 0.5} and system.max_units == 20
+    assert system.model_strings() == ["local:m", system.pool["big"].model, "local:tiny", "openai:gpt-4o"]
+    stored = system.to_dict()
+    assert "SECRET" not in str(stored) and stored["pool"]["small"]["model"] == "local:tiny"
+    with pytest.raises(UsageError, match="MODEL: description"):
+        System.parse("mas:rounds", model="local:m", pool={"big": "local:tiny"})
+    with pytest.raises(UsageError, match="bad pool model names"):
+        System.parse("mas:rounds", model="local:m", pool={"a b": "local:tiny: x"})
+
+
+def test_review_is_offered_only_to_the_rounds_mode():
+    env = Environment(EnvSpec())
+    assert "review" in env.offered_agents(retriever=False, history=True)
+    assert "review" not in env.offered_agents(retriever=False)
