@@ -68,7 +68,7 @@ def test_json_output_has_exactly_the_documented_keys(tmp_path):
     result = CliRunner().invoke(make_app([PLAN]), [*ARGS, "--json", "--trace", str(trace)])
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
-    assert set(out) == {"answer", "status", "plan", "diagnostics", "usage", "wall_s", "rounds"}
+    assert set(out) == {"answer", "status", "error", "plan", "diagnostics", "usage", "wall_s", "rounds"}
     assert out["rounds"] is None
     assert (out["answer"], out["status"]) == ("10", "ok")
     assert set(out["usage"]) == {"calls", "prompt_tokens", "completion_tokens", "cost"}
@@ -345,3 +345,22 @@ def test_a_refused_flag_exits_2_with_the_error_and_hint(capsys):
     assert main(["run", "What is 2+3?", "--mode", "rounds", "--dom", "low"]) == 2
     err = capsys.readouterr().err
     assert "--dom does not apply to --mode rounds" in err and "hint: drop it, or use --mode plan" in err
+
+
+def test_cache_records_a_run_and_replay_answers_it_without_a_model(tmp_path):
+    cache = str(tmp_path / "cache.sqlite")
+    first = CliRunner().invoke(make_app([PLAN]), [*ARGS, "--json", "--cache", cache])
+    assert first.exit_code == 0, first.output
+    # The replay's orchestrator has no plan left to give: every answer must come from the cache.
+    again = CliRunner().invoke(make_app([]), [*ARGS, "--json", "--cache", cache, "--replay"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["answer"] == json.loads(first.stdout)["answer"]
+    other = CliRunner().invoke(
+        make_app([]), ["run", "Another question?", *ARGS[2:], "--json", "--cache", cache, "--replay"]
+    )
+    out = json.loads(other.stdout)
+    assert (
+        other.exit_code == 1 and out["status"] == "error" and "replay cache has no completion" in out["error"]
+    )
+    refused = CliRunner().invoke(make_app([PLAN]), [*ARGS, "--replay"])
+    assert isinstance(refused.exception, UsageError) and "--replay needs --cache" in str(refused.exception)

@@ -15,7 +15,8 @@ import logging
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -234,3 +235,19 @@ class CachedBackend:
     async def aclose(self) -> None:
         """Close the wrapped backend (the cache stays open: it may be shared)."""
         await self.inner.aclose()
+
+
+@dataclass(frozen=True)
+class CachingFactory:
+    """A backend factory whose backends record and replay through the cache at ``path``.
+
+    ``mode`` as :class:`CachedBackend`'s: ``replay`` answers from the cache only (a miss is a
+    ``cache_miss`` error), ``read_write`` fills it as it goes. Picklable when ``factory`` is.
+    """
+
+    factory: Callable[[str], Backend]
+    path: Path
+    mode: CacheMode = "read_write"
+
+    def __call__(self, spec: str) -> Backend:
+        return CachedBackend(self.factory(spec), ResponseCache(self.path), self.mode)

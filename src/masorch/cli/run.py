@@ -19,6 +19,7 @@ from rich.live import Live
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
+from masorch.backends.cache import CachingFactory
 from masorch.backends.prices import PricedFactory, price_table
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
@@ -125,6 +126,12 @@ def register(
         price: list[str] = typer.Option(  # noqa: B008
             [], "--price", help="A model's price: MODEL=IN,OUT[,CACHED] ($ per 1M tokens; repeatable)."
         ),
+        cache: Path | None = typer.Option(  # noqa: B008
+            None, "--cache", help="Record/replay cache (SQLite): a repeated call is answered from it."
+        ),
+        replay: bool = typer.Option(
+            False, "--replay", help="Answer every call from --cache only; a call not in it is an error."
+        ),
     ) -> None:
         """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
         if dom is not None and dom not in ("low", "high"):
@@ -173,11 +180,15 @@ def register(
             node_timeout_s=node_timeout,
             **{k: v for k, v in fields.items() if v is not None},
         )
+        if replay and cache is None:
+            raise UsageError("--replay needs --cache", hint="e.g. --cache runs/cache.sqlite --replay")
+        make_backend = backend_factory or functools.partial(
+            default_backend_factory, n_threads=threads, slots=slots
+        )
+        if cache is not None:
+            make_backend = CachingFactory(make_backend, cache, "replay" if replay else "read_write")
         env = EnvSpec(
-            backend_factory=PricedFactory(
-                backend_factory or functools.partial(default_backend_factory, n_threads=threads, slots=slots),
-                price_table(files=prices, flags=price),
-            ),
+            backend_factory=PricedFactory(make_backend, price_table(files=prices, flags=price)),
             agents_factory=functools.partial(agents_factory or default_agents_factory, max_tokens),
             retriever_factory=retriever_factory or default_retriever_factory,
         )
@@ -214,10 +225,11 @@ async def _run(
 
 
 def json_summary(result: RunResult) -> dict[str, Any]:
-    """The ``--json`` object: answer, status, plan, diagnostics, usage and wall time."""
+    """The ``--json`` object: answer, status, error, plan, diagnostics, usage and wall time."""
     return {
         "answer": result.answer,
         "status": result.status,
+        "error": result.error,
         "plan": result.plan.model_dump(mode="json") if result.plan is not None else None,
         "diagnostics": [d.to_dict() for d in result.diagnostics],
         "usage": {
