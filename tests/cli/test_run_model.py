@@ -52,7 +52,7 @@ def test_a_real_plan_runs_end_to_end_on_smollm2(pulled, tmp_path, capsys):
         ]
     )
     out = json.loads(capsys.readouterr().out)
-    assert set(out) == {"answer", "status", "plan", "diagnostics", "usage", "wall_s"}
+    assert set(out) == {"answer", "status", "error", "plan", "diagnostics", "usage", "wall_s", "rounds"}
     assert code == (0 if out["status"] == "ok" else 1)
     events = read_trace(trace)
     calls = [e for e in events if isinstance(e, LlmCall)]

@@ -97,7 +97,7 @@ class System(BaseModel):
     repair: int = Field(default=0, ge=0)
     constrain: bool = True
     prune: bool = True
-    plan_tokens: int = Field(default=1024, ge=16)
+    plan_tokens: int = Field(default=1024, ge=1)
     budget: Budget = Field(default_factory=Budget)
     timeout_s: float | None = Field(default=None, ge=0)
     node_timeout_s: float | None = Field(default=None, ge=0)
