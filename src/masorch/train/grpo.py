@@ -30,6 +30,7 @@ from masorch.train.reward_components import CostTarget
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
 from masorch.train.samples import SAMPLES_FILE, SampleLog
+from masorch.train.trainer_parts import log_callback, lora_config
 
 logger = logging.getLogger(__name__)
 
@@ -163,41 +164,6 @@ def _grpo_args(cfg: TrainConfig, weights: list[float], precision: str) -> Any:
     return GRPOConfig(**args)
 
 
-def _log_callback(
-    path: Path, on_log: Callable[[dict[str, Any]], None] | None, max_train_s: float | None
-) -> Any:
-    from transformers import TrainerCallback
-
-    class JsonlLog(TrainerCallback):
-        """Appends every trainer log line (with its step and wall time) to a JSONL file.
-
-        With ``max_train_s``, it also asks the trainer to stop after the step that passes that
-        time, so a bounded run still ends with a saved model and its evaluation.
-        """
-
-        def __init__(self) -> None:
-            self.t0 = time.monotonic()
-            self.lines: list[dict[str, Any]] = []
-
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            self.t0 = time.monotonic()
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            if max_train_s is not None and time.monotonic() - self.t0 >= max_train_s:
-                logger.info("max_train_s=%g reached after step %d: stopping", max_train_s, state.global_step)
-                control.should_training_stop = True
-
-        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
-            line = {"step": state.global_step, "wall_s": round(time.monotonic() - self.t0, 2), **(logs or {})}
-            self.lines.append(line)
-            with path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(line) + "\n")
-            if on_log is not None:
-                on_log(line)
-
-    return JsonlLog()
-
-
 def train_grpo(
     cfg: TrainConfig,
     *,
@@ -272,19 +238,8 @@ def train_grpo(
             return summary
 
         before = evaluate("before", model)
-        peft_config = None
-        if cfg.lora:
-            require_extra("peft", "train")
-            from peft import LoraConfig
-
-            peft_config = LoraConfig(
-                r=cfg.lora_r,
-                lora_alpha=cfg.lora_alpha,
-                lora_dropout=cfg.lora_dropout,
-                target_modules=cfg.lora_target_modules,
-                task_type="CAUSAL_LM",
-            )
-        callback = _log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
+        peft_config = lora_config(cfg) if cfg.lora else None
+        callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=list[Any](rewards.reward_funcs()),

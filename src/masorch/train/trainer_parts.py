@@ -1,0 +1,74 @@
+"""What the GRPO and SFT trainers share: the JSONL log callback (with a wall-clock stop) and LoRA."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from masorch.errors import require_extra
+
+logger = logging.getLogger(__name__)
+
+
+class LoraFields(Protocol):
+    """The LoRA fields of a training config."""
+
+    lora_r: int
+    lora_alpha: int
+    lora_dropout: float
+    lora_target_modules: list[str]
+
+
+def lora_config(cfg: LoraFields) -> Any:
+    """peft's ``LoraConfig`` for a causal LM from a config's LoRA fields."""
+    require_extra("peft", "train")
+    from peft import LoraConfig
+
+    return LoraConfig(
+        r=cfg.lora_r,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=cfg.lora_target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
+def log_callback(
+    path: Path, on_log: Callable[[dict[str, Any]], None] | None, max_train_s: float | None
+) -> Any:
+    """A ``TrainerCallback`` that appends each log line to ``path`` (and passes it to ``on_log``),
+    and stops training cleanly once ``max_train_s`` seconds have passed."""
+    from transformers import TrainerCallback
+
+    class JsonlLog(TrainerCallback):
+        """Appends every trainer log line (with its step and wall time) to a JSONL file.
+
+        With ``max_train_s``, it also asks the trainer to stop after the step that passes that
+        time, so a bounded run still ends with a saved model and its evaluation.
+        """
+
+        def __init__(self) -> None:
+            self.t0 = time.monotonic()
+            self.lines: list[dict[str, Any]] = []
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            self.t0 = time.monotonic()
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+            if max_train_s is not None and time.monotonic() - self.t0 >= max_train_s:
+                logger.info("max_train_s=%g reached after step %d: stopping", max_train_s, state.global_step)
+                control.should_training_stop = True
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
+            line = {"step": state.global_step, "wall_s": round(time.monotonic() - self.t0, 2), **(logs or {})}
+            self.lines.append(line)
+            with path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line) + "\n")
+            if on_log is not None:
+                on_log(line)
+
+    return JsonlLog()
