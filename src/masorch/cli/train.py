@@ -2,8 +2,9 @@
 
 * ``masorch train grpo --config FILE [--set KEY=VALUE ...]`` trains with TRL on this machine;
 * ``masorch train data --config FILE --out DIR`` writes the config's prompts as verl parquet;
+* ``masorch train sft --config FILE`` fine-tunes on those trajectories, loss on the orchestrator's tokens;
 * ``masorch train collect --config FILE`` samples a teacher's multi-round trajectories into an SFT dataset;
-* ``masorch train grpo|collect --show-config`` lists every config field with its default and meaning.
+* ``masorch train grpo|collect|sft --show-config`` lists every config field with its default and meaning.
 """
 
 from __future__ import annotations
@@ -154,6 +155,42 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
             f"{s['attempts_correct']}/{s['attempts']} attempts correct; tool shares {s['tool_shares_kept']}"
         )
         console.print(f"dataset {report.dataset}; summary {report.summary_path}")
+
+    @train_app.command("sft")
+    def sft_cmd(
+        config: Path | None = typer.Option(None, "--config", help="YAML SFT config."),  # noqa: B008
+        set_: list[str] = typer.Option([], "--set", help="Override a top-level key: KEY=VALUE (YAML value)."),  # noqa: B008
+        show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
+    ) -> None:
+        """Masked SFT of the orchestrator on collected trajectories (loss on its own tokens only)."""
+        console = Console()
+        if show_config:
+            from masorch.train.sft_config import describe_sft
+
+            _show_table(console, describe_sft(), "masorch train sft: config fields")
+            return
+        if config is None:
+            raise UsageError("no --config given", hint="masorch train sft --config sft.yaml")
+        import logging
+
+        from masorch.train.sft import train_sft
+        from masorch.train.sft_config import load_sft_config
+
+        logging.getLogger("masorch").setLevel(logging.INFO)
+        cfg = load_sft_config(config, _overrides(set_))
+
+        def on_log(line: dict[str, Any]) -> None:
+            keys = ("step", "loss", "grad_norm", "learning_rate", "wall_s")
+            console.print(
+                " ".join(f"{k}={line[k]:.4g}" for k in keys if isinstance(line.get(k), (int, float)))
+            )
+
+        report = train_sft(cfg, on_log=on_log)
+        console.print(
+            f"[bold]done[/]: {report.steps} steps on {report.examples} trajectories "
+            f"({report.loss_tokens} of {report.tokens} tokens with loss), "
+            f"{report.seconds_per_step:.1f} s/step; model in {report.final_model}"
+        )
 
     @train_app.command("data")
     def data_cmd(

@@ -1,0 +1,148 @@
+"""Masked SFT of the multi-round orchestrator on collected trajectories, with TRL's ``SFTTrainer``.
+
+:func:`train_sft` reads the records ``masorch train collect`` wrote, turns each into a pre-tokenized
+example whose labels are the orchestrator's own tokens (:mod:`masorch.train.sft_data`; -100 on
+the prompt, the tool results and every other environment message), and hands them to TRL's
+``SFTTrainer``, which uses a ``labels`` column as it is. LoRA (peft) or full training, and the
+precision and gradient checkpointing of GRPO. The final model is a plain Hugging Face checkpoint
+in ``<output_dir>/final`` (LoRA merged), usable as ``hf:<dir>`` and as GRPO's starting model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from masorch.errors import UsageError, require_extra
+from masorch.train.sft_config import SftConfig
+from masorch.train.sft_data import IGNORE, read_records, sft_examples
+from masorch.train.trainer_parts import log_callback, lora_config
+
+logger = logging.getLogger(__name__)
+
+LOG_FILE = "log.jsonl"
+REPORT_FILE = "report.json"
+
+
+@dataclass
+class SftReport:
+    """What an SFT run did: data, steps, time per step, loss tokens and the per-step logs."""
+
+    output_dir: str
+    final_model: str
+    examples: int
+    left_out_too_long: int
+    loss_tokens: int
+    tokens: int
+    steps: int
+    seconds_per_step: float
+    wall_s: float
+    logs: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (the content of ``report.json``)."""
+        return asdict(self)
+
+
+def _sft_args(cfg: SftConfig, precision: str) -> Any:
+    import torch
+    from trl import SFTConfig
+
+    args: dict[str, Any] = {
+        "output_dir": cfg.output_dir,
+        "per_device_train_batch_size": cfg.batch_size,
+        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+        "num_train_epochs": cfg.epochs,
+        "max_steps": cfg.max_steps if cfg.max_steps > 0 else -1,
+        "learning_rate": cfg.learning_rate,
+        "max_length": cfg.max_length,
+        "logging_steps": cfg.logging_steps,
+        "save_strategy": "steps" if cfg.save_steps else "no",
+        "save_steps": cfg.save_steps or 500,
+        "seed": cfg.seed,
+        "report_to": [],
+        "bf16": precision == "bf16",
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "disable_tqdm": True,
+    }
+    if not torch.cuda.is_available():
+        args["use_cpu"] = True
+    args.update(cfg.trl)
+    return SFTConfig(**args)
+
+
+def train_sft(
+    cfg: SftConfig,
+    *,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+    policy: tuple[Any, Any] | None = None,
+) -> SftReport:
+    """Train as ``cfg`` says; ``policy`` (model, tokenizer) replaces loading ``cfg.model`` (tests)."""
+    for mod in ("torch", "transformers", "trl", "datasets"):
+        require_extra(mod, "train")
+    from datasets import Dataset
+    from trl import SFTTrainer
+
+    from masorch.train.gguf import load_policy, resolve_precision
+
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / LOG_FILE).unlink(missing_ok=True)
+    t_start = time.monotonic()
+    records = list(read_records(cfg.data_path))
+    precision = resolve_precision(cfg.precision)
+    weights_dtype = "bf16" if precision == "bf16" and cfg.lora else "fp32"
+    model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
+    examples, too_long = sft_examples(tokenizer, records, max_length=cfg.max_length)
+    if not examples:
+        raise UsageError(
+            f"no trajectory of {cfg.data_path} fits max_length={cfg.max_length} ({len(records)} records)",
+            hint="raise max_length, or collect shorter trajectories",
+        )
+    loss_tokens = sum(sum(1 for t in ex["labels"] if t != IGNORE) for ex in examples)
+    tokens = sum(len(ex["input_ids"]) for ex in examples)
+    logger.info(
+        "%d trajectories (%d left out as too long): %d tokens, %d of them with loss",
+        len(examples),
+        too_long,
+        tokens,
+        loss_tokens,
+    )
+    callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
+    trainer = SFTTrainer(
+        model=model,
+        args=_sft_args(cfg, precision),
+        train_dataset=Dataset.from_list(examples),
+        processing_class=tokenizer,
+        peft_config=lora_config(cfg) if cfg.lora else None,
+        callbacks=[callback],
+    )
+    t_train = time.monotonic()
+    trainer.train()
+    train_s = time.monotonic() - t_train
+    steps = int(trainer.state.global_step)
+    final = out / "final"
+    trained: Any = trainer.model
+    if cfg.lora:
+        trained = trained.merge_and_unload()
+    trained.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    report = SftReport(
+        output_dir=str(out),
+        final_model=str(final),
+        examples=len(examples),
+        left_out_too_long=too_long,
+        loss_tokens=loss_tokens,
+        tokens=tokens,
+        steps=steps,
+        seconds_per_step=train_s / max(1, steps),
+        wall_s=time.monotonic() - t_start,
+        logs=callback.lines,
+    )
+    (out / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2), encoding="utf-8")
+    return report
