@@ -32,7 +32,7 @@ from masorch.backends.base import Backend, Usage
 from masorch.backends.cache import CachingFactory
 from masorch.eval.datasets import Sample
 from masorch.eval.item import grade
-from masorch.eval.sources import resolve
+from masorch.eval.sources import DataSource, resolve
 from masorch.run.environment import Environment, EnvSpec, default_backend_factory
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
@@ -54,19 +54,17 @@ Attempt = dict[str, Any]
 
 @dataclass(frozen=True)
 class Question:
-    """One question of the training set: its sample, data source, scorer and search corpus."""
+    """One question of the training set: its sample and the data source (scorer, corpus) it is from."""
 
-    dataset: str
+    source: DataSource
     sample: Sample
-    scorer: str
-    corpus: Path | None = None
 
     @property
     def key(self) -> str:
         """The question's id in attempts and in the dataset: ``DATASET/SAMPLE_ID``."""
         # Plain data files already name their samples so; MASBench and registered datasets do not.
-        sid = self.sample.id
-        return sid if sid.startswith(f"{self.dataset}/") else f"{self.dataset}/{sid}"
+        sid, dataset = self.sample.id, self.source.name
+        return sid if sid.startswith(f"{dataset}/") else f"{dataset}/{sid}"
 
 
 def questions(cfg: CollectConfig) -> list[Question]:
@@ -82,7 +80,7 @@ def questions(cfg: CollectConfig) -> list[Question]:
             cache_dir=cache_dir,
             scorer=part.scorer,
         )
-        out += [Question(src.name, s, src.scorer, src.corpus) for s in src.samples]
+        out += [Question(src, s) for s in src.samples]
     seen: set[str] = set()
     unique = []
     for q in out:
@@ -112,7 +110,7 @@ def attempt_stats(
     orch = result.ledger.for_role("orchestrator") if result.ledger is not None else Usage()
     return {
         "id": question.key,
-        "dataset": question.dataset,
+        "dataset": question.source.name,
         "question_id": question.sample.id,
         "sample": k,
         "seed": seed,
@@ -276,8 +274,8 @@ async def _sample_all(
                 if any(int(a["sample"]) == k for a in attempts):
                     continue
                 system = cfg.system_for(k)
-                result = await run(system, q.sample.question, env, corpus=q.corpus)
-                verdict = await grade(result, q.sample, q.scorer, env)
+                result = await run(system, q.sample.question, env, corpus=q.source.corpus)
+                verdict = await grade(result, q.sample, q.source.scorer, env)
                 attempt = attempt_stats(q, k, system.seed, result, verdict)
                 log.append(attempt)
                 attempts.append(attempt)

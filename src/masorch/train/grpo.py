@@ -30,7 +30,7 @@ from masorch.train.reward_components import CostTarget
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
 from masorch.train.samples import SAMPLES_FILE, SampleLog
-from masorch.train.trainer_parts import log_callback, lora_config
+from masorch.train.trainer_parts import common_args, log_callback, lora_config
 
 logger = logging.getLogger(__name__)
 
@@ -136,30 +136,20 @@ def search_retriever(corpus: Path | None) -> Retriever | None:
 def _grpo_args(cfg: TrainConfig, weights: list[float], precision: str) -> Any:
     from trl import GRPOConfig
 
-    args: dict[str, Any] = {
-        "output_dir": cfg.output_dir,
-        "per_device_train_batch_size": cfg.batch_size,
-        "num_generations": cfg.num_generations,
-        "max_steps": cfg.max_steps,
-        "learning_rate": cfg.learning_rate,
-        "beta": cfg.beta,
-        "temperature": cfg.temperature,
-        "max_completion_length": cfg.max_completion_length,
-        "logging_steps": cfg.logging_steps,
-        "save_strategy": "steps" if cfg.save_steps else "no",
-        "save_steps": cfg.save_steps or 500,
-        "seed": cfg.seed,
-        "reward_weights": weights,
-        "report_to": [],
-        "gradient_accumulation_steps": 1,
-        "bf16": precision == "bf16",
-        "gradient_checkpointing": cfg.gradient_checkpointing,
-        "disable_tqdm": True,
-    }
-    import torch
-
-    if not torch.cuda.is_available():
-        args["use_cpu"] = True
+    args = common_args(cfg, precision)
+    args.update(
+        {
+            "per_device_train_batch_size": cfg.batch_size,
+            "num_generations": cfg.num_generations,
+            "max_steps": cfg.max_steps,
+            "learning_rate": cfg.learning_rate,
+            "beta": cfg.beta,
+            "temperature": cfg.temperature,
+            "max_completion_length": cfg.max_completion_length,
+            "reward_weights": weights,
+            "gradient_accumulation_steps": 1,
+        }
+    )
     args.update(cfg.trl)
     return GRPOConfig(**args)
 

@@ -21,7 +21,7 @@ from typing import Any
 from masorch.errors import UsageError, require_extra
 from masorch.train.sft_config import SftConfig
 from masorch.train.sft_data import IGNORE, read_records, sft_examples
-from masorch.train.trainer_parts import log_callback, lora_config
+from masorch.train.trainer_parts import common_args, log_callback, lora_config
 
 logger = logging.getLogger(__name__)
 
@@ -50,28 +50,19 @@ class SftReport:
 
 
 def _sft_args(cfg: SftConfig, precision: str) -> Any:
-    import torch
     from trl import SFTConfig
 
-    args: dict[str, Any] = {
-        "output_dir": cfg.output_dir,
-        "per_device_train_batch_size": cfg.batch_size,
-        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
-        "num_train_epochs": cfg.epochs,
-        "max_steps": cfg.max_steps if cfg.max_steps > 0 else -1,
-        "learning_rate": cfg.learning_rate,
-        "max_length": cfg.max_length,
-        "logging_steps": cfg.logging_steps,
-        "save_strategy": "steps" if cfg.save_steps else "no",
-        "save_steps": cfg.save_steps or 500,
-        "seed": cfg.seed,
-        "report_to": [],
-        "bf16": precision == "bf16",
-        "gradient_checkpointing": cfg.gradient_checkpointing,
-        "disable_tqdm": True,
-    }
-    if not torch.cuda.is_available():
-        args["use_cpu"] = True
+    args = common_args(cfg, precision)
+    args.update(
+        {
+            "per_device_train_batch_size": cfg.batch_size,
+            "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+            "num_train_epochs": cfg.epochs,
+            "max_steps": cfg.max_steps if cfg.max_steps > 0 else -1,
+            "learning_rate": cfg.learning_rate,
+            "max_length": cfg.max_length,
+        }
+    )
     args.update(cfg.trl)
     return SFTConfig(**args)
 

@@ -37,6 +37,37 @@ def lora_config(cfg: LoraFields) -> Any:
     )
 
 
+class CommonFields(Protocol):
+    """The fields every training config has, named alike."""
+
+    output_dir: str
+    logging_steps: int
+    save_steps: int
+    seed: int
+    gradient_checkpointing: bool
+
+
+def common_args(cfg: CommonFields, precision: str) -> dict[str, Any]:
+    """The TRL config arguments GRPO and SFT set alike: output, logging, saving, seed, precision,
+    checkpointing, and the CPU where no CUDA device is."""
+    import torch
+
+    args: dict[str, Any] = {
+        "output_dir": cfg.output_dir,
+        "logging_steps": cfg.logging_steps,
+        "save_strategy": "steps" if cfg.save_steps else "no",
+        "save_steps": cfg.save_steps or 500,
+        "seed": cfg.seed,
+        "report_to": [],
+        "bf16": precision == "bf16",
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "disable_tqdm": True,
+    }
+    if not torch.cuda.is_available():
+        args["use_cpu"] = True
+    return args
+
+
 def log_callback(
     path: Path, on_log: Callable[[dict[str, Any]], None] | None, max_train_s: float | None
 ) -> Any:
