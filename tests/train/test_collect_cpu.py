@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message, ToolCall, Usage
 from masorch.backends.scripted import ScriptedBackend
 from masorch.cli.train import register
-from masorch.errors import UsageError
+from masorch.errors import BackendError, UsageError
 from masorch.run.faults import ToolFaults
 from masorch.train.collect import (
     ATTEMPTS_FILE,
@@ -204,6 +204,23 @@ def test_resume_skips_finished_attempts_and_replays_from_the_cache(tmp_path: Pat
     assert len(third.teacher.calls) == 0 and len(lines(path)) == 12
     assert (tmp_path / "out" / DATASET_FILE).read_text() == before
     assert len(first.teacher.calls) > 0
+
+
+def test_retry_errors_samples_failed_runs_again(tmp_path: Path) -> None:
+    cfg = config(tmp_path, samples=1, cache_mode="off")
+    models = Models()
+    broken = Models()
+    broken.teacher = ScriptedBackend(
+        [BackendError("server down", retryable=False)], name="teacher", cycle=True
+    )
+    run_collect(cfg, broken)
+    path = tmp_path / "out" / ATTEMPTS_FILE
+    assert [a["status"] for a in lines(path)] == ["error"] * 3
+    report, _ = run_collect(cfg, models)
+    assert len(models.teacher.calls) == 0 and report.summary["kept"] == 0  # errors are attempts too
+    report, _ = run_collect(config(tmp_path, samples=1, cache_mode="off", retry_errors=True), models)
+    assert len(models.teacher.calls) > 0 and report.summary["attempts"] == 3
+    assert report.summary["kept"] == 1 and len(lines(path)) == 6  # the new lines replace the old
 
 
 def att(

@@ -227,7 +227,9 @@ def collect(
     log = AttemptLog(out / ATTEMPTS_FILE)
     _repair_tail(log.path)
     earlier: dict[str, list[Attempt]] = {}
-    for a in log.read():
+    for a in latest(log.read()):
+        if cfg.retry_errors and a.get("status") == "error":
+            continue  # sampled again; the new line replaces it
         earlier.setdefault(str(a["id"]), []).append(a)
     todo = [q for q in items if not _finished(cfg, earlier.get(q.key, []))]
     if on_start is not None:
@@ -236,7 +238,7 @@ def collect(
     asyncio.run(_sample_all(cfg, spec or env_spec(cfg), todo, earlier, log, on_attempt))
     wall = time.monotonic() - t0
     keys = {q.key for q in items}
-    attempts = [a for a in log.read() if a["id"] in keys]
+    attempts = [a for a in latest(log.read()) if a["id"] in keys]
     selection = select(attempts, max_tool_share=cfg.max_tool_share)
     dataset = out / DATASET_FILE
     write_dataset(selection.kept, dataset)
@@ -245,6 +247,18 @@ def collect(
     summary_path = out / SUMMARY_FILE
     summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return CollectReport(summary, log.path, dataset, parquet, summary_path)
+
+
+def latest(attempts: Sequence[Attempt]) -> list[Attempt]:
+    """The last attempt logged for each (question, sample), in first-logged order.
+
+    >>> [a["v"] for a in latest([{"id": "q", "sample": 0, "v": 1}, {"id": "q", "sample": 0, "v": 2}])]
+    [2]
+    """
+    last: dict[tuple[str, int], Attempt] = {}
+    for a in attempts:
+        last[(str(a["id"]), int(a["sample"]))] = a
+    return list(last.values())
 
 
 def _finished(cfg: CollectConfig, attempts: Sequence[Attempt]) -> bool:

@@ -79,6 +79,10 @@ class CollectConfig:
     faults_per_run: int | None = field(
         default=2, metadata=_h("at most this many injected faults per trajectory")
     )
+    retry_errors: bool = field(
+        default=False,
+        metadata=_h("on a rerun, sample again the attempts that ended with status error (an outage)"),
+    )
     subagent_max_tokens: int | None = field(
         default=None, metadata=_h("completion cap of each sub-agent call")
     )
