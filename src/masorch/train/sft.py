@@ -35,6 +35,7 @@ class SftReport:
 
     output_dir: str
     final_model: str
+    precision: str
     examples: int
     left_out_too_long: int
     loss_tokens: int
@@ -88,6 +89,7 @@ def train_sft(
     records = list(read_records(cfg.data_path))
     precision = resolve_precision(cfg.precision)
     weights_dtype = "bf16" if precision == "bf16" and cfg.lora else "fp32"
+    logger.info("precision %s (policy weights %s)", precision, weights_dtype)
     model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
     examples, too_long = sft_examples(tokenizer, records, max_length=cfg.max_length)
     if not examples:
@@ -126,6 +128,7 @@ def train_sft(
     report = SftReport(
         output_dir=str(out),
         final_model=str(final),
+        precision=precision,
         examples=len(examples),
         left_out_too_long=too_long,
         loss_tokens=loss_tokens,
