@@ -20,7 +20,7 @@ from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
-from masorch.errors import UsageError, require_extra
+from masorch.errors import UsageError
 from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
 from masorch.train.config import TrainConfig
@@ -30,12 +30,17 @@ from masorch.train.reward_components import CostTarget
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
 from masorch.train.samples import SAMPLES_FILE, SampleLog
-from masorch.train.trainer_parts import common_args, log_callback, lora_config
+from masorch.train.trainer_parts import (
+    LOG_FILE,
+    REPORT_FILE,
+    common_args,
+    log_callback,
+    lora_config,
+    precisions,
+    require_train_stack,
+)
 
 logger = logging.getLogger(__name__)
-
-LOG_FILE = "log.jsonl"
-REPORT_FILE = "report.json"
 
 
 @dataclass
@@ -162,13 +167,12 @@ def train_grpo(
     on_log: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainReport:
     """Run GRPO as ``cfg`` says; ``subagent``/``agents`` replace the configured ones (tests)."""
-    for mod in ("torch", "transformers", "trl", "datasets"):
-        require_extra(mod, "train")
+    require_train_stack()
     from datasets import Dataset
     from trl import GRPOTrainer
 
     from masorch.backends.hf import HFBackend
-    from masorch.train.gguf import load_policy, resolve_precision
+    from masorch.train.gguf import load_policy
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -194,10 +198,7 @@ def train_grpo(
     )
     try:
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
-        precision = resolve_precision(cfg.precision)
-        # LoRA freezes the base weights, so they can live in bf16; full training keeps fp32 masters.
-        weights_dtype = "bf16" if precision == "bf16" and cfg.lora else "fp32"
-        logger.info("precision %s (policy weights %s)", precision, weights_dtype)
+        precision, weights_dtype = precisions(cfg.precision, cfg.lora)
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
 
         def evaluate(tag: str, policy: Any) -> EvalSummary | None:

@@ -18,15 +18,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from masorch.errors import UsageError, require_extra
+from masorch.errors import UsageError
 from masorch.train.sft_config import SftConfig
 from masorch.train.sft_data import IGNORE, read_records, sft_examples
-from masorch.train.trainer_parts import common_args, log_callback, lora_config
+from masorch.train.trainer_parts import (
+    LOG_FILE,
+    REPORT_FILE,
+    common_args,
+    log_callback,
+    lora_config,
+    precisions,
+    require_train_stack,
+)
 
 logger = logging.getLogger(__name__)
-
-LOG_FILE = "log.jsonl"
-REPORT_FILE = "report.json"
 
 
 @dataclass
@@ -75,21 +80,18 @@ def train_sft(
     policy: tuple[Any, Any] | None = None,
 ) -> SftReport:
     """Train as ``cfg`` says; ``policy`` (model, tokenizer) replaces loading ``cfg.model`` (tests)."""
-    for mod in ("torch", "transformers", "trl", "datasets"):
-        require_extra(mod, "train")
+    require_train_stack()
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from masorch.train.gguf import load_policy, resolve_precision
+    from masorch.train.gguf import load_policy
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     (out / LOG_FILE).unlink(missing_ok=True)
     t_start = time.monotonic()
     records = list(read_records(cfg.data_path))
-    precision = resolve_precision(cfg.precision)
-    weights_dtype = "bf16" if precision == "bf16" and cfg.lora else "fp32"
-    logger.info("precision %s (policy weights %s)", precision, weights_dtype)
+    precision, weights_dtype = precisions(cfg.precision, cfg.lora)
     model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
     examples, too_long = sft_examples(tokenizer, records, max_length=cfg.max_length)
     if not examples:

@@ -13,6 +13,11 @@ from masorch.errors import require_extra
 
 logger = logging.getLogger(__name__)
 
+#: Every trainer log line, one JSON object a line, in the output directory.
+LOG_FILE = "log.jsonl"
+#: The run's summary, in the output directory.
+REPORT_FILE = "report.json"
+
 
 class LoraFields(Protocol):
     """The LoRA fields of a training config."""
@@ -21,6 +26,25 @@ class LoraFields(Protocol):
     lora_alpha: int
     lora_dropout: float
     lora_target_modules: list[str]
+
+
+def require_train_stack() -> None:
+    """A clear error naming the ``train`` extra unless torch, transformers, trl and datasets import."""
+    for mod in ("torch", "transformers", "trl", "datasets"):
+        require_extra(mod, "train")
+
+
+def precisions(precision: str, lora: bool) -> tuple[str, str]:
+    """The training precision (``auto`` resolved) and the dtype the policy's weights are loaded in.
+
+    LoRA freezes the base weights, so they can live in bf16; full training keeps fp32 masters.
+    """
+    from masorch.train.gguf import resolve_precision
+
+    resolved = resolve_precision(precision)
+    weights = "bf16" if resolved == "bf16" and lora else "fp32"
+    logger.info("precision %s (policy weights %s)", resolved, weights)
+    return resolved, weights
 
 
 def lora_config(cfg: LoraFields) -> Any:
