@@ -218,10 +218,21 @@ def plan_report(out: Path, dev: bool = False) -> None:
     if not results.exists():
         return
     rows = [json.loads(line) for line in results.read_text().splitlines()]
+    from masorch.agents import default_registry
+    from masorch.agents.registry import offered_registry
+    from masorch.plan import DoM, Limits, check
+
+    # "runs": valid once the agents that feed nothing into the final one are left out (what an
+    # orchestrated run does by default, System.prune), checked again from the stored plan text.
+    catalogue = offered_registry(default_registry(), retriever=False).catalogue()
+    for r in rows:
+        pruned = check(r["text"], DoM(r["dom"]), catalogue, "calls", Limits(prune_unused=True))
+        r["runs"] = bool(r["text"]) and pruned.validated is not None
     groups: dict[tuple[str, str, bool], list[dict[str, Any]]] = collections.defaultdict(list)
     for r in rows:
         groups[(r["model"], r["dom"], r["constrain"])].append(r)
-    head = f"{'model':<20} {'dom':<5} {'decoding':<12} {'n':>4} {'valid':>6} {'masbench':>9} {'math':>6}"
+    head = f"{'model':<20} {'dom':<5} {'decoding':<12} {'n':>4} {'valid':>6} {'runs':>6}"
+    head += f" {'masbench':>9} {'math':>6}"
     head += f" {'tokens':>7} {'s/call':>7}  invalid-plan codes"
     print(head)
     print("-" * len(head))
@@ -233,6 +244,7 @@ def plan_report(out: Path, dev: bool = False) -> None:
             return f"{sum(r['valid'] for r in sub) / len(sub):.0%}" if sub else "-"
 
         codes = collections.Counter(c for r in rs if not r["valid"] for c in r["codes"])
+        runs = f"{sum(r['runs'] for r in rs) / len(rs):.0%}"
         tokens = sum(r["tokens"] for r in rs) / len(rs)
         latency = sum(r["latency_s"] for r in rs) / len(rs)
         shown = ", ".join(f"{c} {k}" for k, c in codes.most_common()) or "-"
@@ -240,7 +252,7 @@ def plan_report(out: Path, dev: bool = False) -> None:
         masbench = [r for r in rs if r["dataset"] == "masbench"]
         math = [r for r in rs if r["dataset"] != "masbench"]
         print(
-            f"{model:<20} {dom:<5} {decoding:<12} {len(rs):>4} {rate(rs):>6} {rate(masbench):>9} "
+            f"{model:<20} {dom:<5} {decoding:<12} {len(rs):>4} {rate(rs):>6} {runs:>6} {rate(masbench):>9} "
             f"{rate(math):>6} {tokens:>7.0f} {latency:>7.1f}  {shown}"
         )
 

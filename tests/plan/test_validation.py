@@ -138,6 +138,48 @@ def test_several_sinks_and_unreachable_nodes(catalogue):
     assert "'c'" in result.diagnostics[0].hint
 
 
+def test_prune_unused_leaves_out_agents_that_never_reach_the_last_one(catalogue):
+    plan = Plan(
+        agents=(
+            agent("a"),
+            agent("lonely"),
+            agent("b"),
+            agent("c"),
+            agent("final", task="Use ${a} and ${c}."),
+        ),
+        flows=(Flow(src="b", dst="c"), Flow(src="lonely", dst="b")),
+    )
+    result = validate(plan, DoM.HIGH, catalogue, Limits(prune_unused=True))
+    assert result.validated is not None
+    assert [a.id for a in result.validated.plan.agents] == ["a", "lonely", "b", "c", "final"]  # all used
+    loose = Plan(
+        agents=(agent("a"), agent("x"), agent("y"), agent("final", task="Use ${a}.")),
+        flows=(Flow(src="x", dst="y"),),
+    )
+    pruned = validate(loose, DoM.HIGH, catalogue, Limits(prune_unused=True))
+    assert [(d.code, d.where) for d in pruned.diagnostics if d.code == "pruned_agent"] == [
+        ("pruned_agent", "agent:x"),
+        ("pruned_agent", "agent:y"),
+    ]
+    assert pruned.validated is not None and pruned.validated.sink == "final"
+    assert [a.id for a in pruned.validated.plan.agents] == [
+        "a",
+        "final",
+    ] and pruned.validated.plan.flows == (Flow(src="a", dst="final"),)
+    assert pruned.validated.order == ("a", "final") and dict(pruned.validated.parents) == {
+        "a": (),
+        "final": ("a",),
+    }
+    # the last agent has an outgoing flow: no final agent to prune towards, the sink rules apply
+    backwards = Plan(agents=(agent("a"), agent("b"), agent("c")), flows=(Flow(src="c", dst="a"),))
+    assert codes(validate(backwards, DoM.HIGH, catalogue, Limits(prune_unused=True))) == [
+        "multiple_sinks",
+        "unreachable",
+    ]
+    strict = [d.code for d in validate(loose, DoM.HIGH, catalogue).diagnostics if d.is_error]
+    assert strict == ["multiple_sinks", "unreachable", "unreachable"]
+
+
 def test_limits(catalogue):
     many = Plan(
         agents=tuple(agent(f"a{i}") for i in range(3)),

@@ -205,6 +205,16 @@ async def test_the_round_cap_ends_with_a_synthesis_call():
     assert result.ledger.for_role("orchestrator").calls == 3
 
 
+async def test_the_orchestrator_can_ask_for_the_synthesis_before_the_cap():
+    synth = ScriptedBackend([r"They agree: \boxed{7}"], name="synth")
+    script = [calls(("cot", {"task": "t"})), calls(("final_answer", {"synthesize": True}))]
+    result, orch, _, _ = await go(script, max_rounds=5, synthesis=synth)
+    assert (result.status, result.answer) == ("ok", "7") and len(orch.calls) == 2
+    messages, config = synth.calls[0]
+    assert config.tools == () and "asks for the final answer to be written now" in messages[-1].content
+    assert result.trajectory is not None and result.trajectory.ended_by == "synthesis"
+
+
 async def test_a_synthesis_reply_without_an_answer_is_an_error_not_a_guess():
     # A 0.5B model, asked to synthesise, wrote another tool call in a fence (seen on a real run).
     fenced = '```json\n{"name": "cot", "arguments": {"task": "t"}}\n```'

@@ -42,6 +42,7 @@ async def test_a_rounds_run_shows_its_rounds_and_statuses_in_order() -> None:
     assert [r["round"] for r in view["rounds"]] == [1, 2]
     assert [[c["id"] for c in r["calls"]] for r in view["rounds"]] == [["r1c1", "r1c2"], ["r2c1"]]
     assert {c["status"] for r in view["rounds"] for c in r["calls"]} == {"ok"}
+    assert {c["tool_status"] for r in view["rounds"] for c in r["calls"]} == {"OK"}
     assert [(n["id"], n["layer"]) for n in view["graph"]["nodes"]] == [("r1c1", 1), ("r1c2", 1), ("r2c1", 2)]
     orchestrator = [c for c in view["calls"] if c["role"] == "orchestrator"]
     assert len(orchestrator) == 3 and orchestrator[0]["tool_calls"][0]["name"] == "cot"

@@ -120,6 +120,12 @@ def register(
             help="Decode the plan under its dialect's grammar or schema where the backend can "
             "(default; --no-constrain: free decoding; plan mode).",
         ),
+        prune: bool | None = typer.Option(
+            None,
+            "--prune/--no-prune",
+            help="Leave out agents whose output never reaches the final agent (default) instead of "
+            "rejecting the plan (plan mode).",
+        ),
         prices: list[Path] = typer.Option(  # noqa: B008
             [], "--prices", help="YAML/TOML file with a prices: section ($ per 1M tokens; repeatable)."
         ),
@@ -143,6 +149,7 @@ def register(
             "--dialect": dialect,
             "--repair": repair,
             "--constrain/--no-constrain": constrain,
+            "--prune/--no-prune": prune,
         }
         rounds_flags = {
             "--max-rounds": max_rounds,
@@ -159,6 +166,7 @@ def register(
             "dialect": dialect,
             "repair": repair,
             "constrain": constrain,
+            "prune": prune,
             "max_rounds": max_rounds,
             "max_calls_per_round": max_calls,
             "synthesis": synthesis,

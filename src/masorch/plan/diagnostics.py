@@ -86,6 +86,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "self_loop": (Severity.ERROR, "a flow from an agent to itself"),
     "cycle": (Severity.ERROR, "flows form a cycle"),
     "multiple_sinks": (Severity.ERROR, "more than one agent has no outgoing flow"),
+    "pruned_agent": (Severity.WARNING, "an agent whose output never reaches the final agent is left out"),
     "unreachable": (Severity.ERROR, "an agent's output never reaches the sink"),
     "unknown_ref": (Severity.ERROR, "a ${ref} names an agent that does not exist"),
     "self_ref": (Severity.ERROR, "a ${ref} names the agent it appears in"),

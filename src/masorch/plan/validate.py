@@ -10,7 +10,9 @@ Rules, in the order they are checked (codes in :data:`masorch.plan.diagnostics.C
 5. flows - ``dangling_flow``, ``self_loop``, ``duplicate_flow``;
 6. references - ``unknown_ref``, ``self_ref``; a reference to an agent without a flow from it
    implies that flow (``implied_flow``, an info), which the graph rules then see like any other;
-7. graph - ``cycle`` (each cycle named), then ``multiple_sinks`` and ``unreachable``;
+7. graph - ``cycle`` (each cycle named), then ``multiple_sinks`` and ``unreachable``; with
+   ``Limits.prune_unused`` the agents that never reach the final agent (the last one written) are
+   left out instead (``pruned_agent``, a warning) and the rest is validated and run;
 8. tasks - ``empty_task`` (a warning; see docs/plan-language.md for when an empty task is fine).
 """
 
@@ -41,6 +43,10 @@ class Limits:
     direct_answer_in_high: bool = False
     #: most characters in the text ``check`` reads; a longer text is rejected unread (``plan_too_large``)
     max_text_chars: int = MAX_TEXT_CHARS
+    #: whether agents whose output never reaches the final agent (the last one written, when it has
+    #: no outgoing flow) are left out with a ``pruned_agent`` warning instead of failing the plan
+    #: with ``multiple_sinks``/``unreachable``; off by default, on in orchestrated runs (System.prune)
+    prune_unused: bool = False
 
 
 @dataclass(frozen=True)
@@ -258,9 +264,10 @@ def _refs(
 
 
 def _graph(
-    order_ids: list[str], edges: list[tuple[str, str]], out: list[Diagnostic], sink_rules: bool
-) -> tuple[str | None, list[str] | None]:
-    """Cycle and sink rules; the single sink when there is one, and a topological order."""
+    order_ids: list[str], edges: list[tuple[str, str]], out: list[Diagnostic], sink_rules: bool, prune: bool
+) -> tuple[str | None, list[str] | None, set[str]]:
+    """Cycle and sink rules; the single sink when there is one, a topological order, and the agents
+    left out because their output never reaches the final agent (with ``prune``)."""
     # Tarjan's components are only needed to name cycles; a topological order proves there are none.
     order = topological_order(order_ids, edges)
     components = [] if order is not None else strongly_connected(order_ids, edges)
@@ -278,13 +285,28 @@ def _graph(
                     "cycle:" + "->".join(path),
                 )
             )
-        return None, None
+        return None, None, set()
     has_out = {src for src, _ in edges}
     sinks = [a for a in order_ids if a not in has_out]
     if len(sinks) == 1:
-        return sinks[0], order
+        return sinks[0], order, set()
     if not sinks or not sink_rules:
-        return None, order
+        return None, order, set()
+    if prune and order_ids[-1] in sinks:  # the final agent is the last one written
+        final = order_ids[-1]
+        upstream = ancestors(final, edges)
+        pruned = {a for a in order_ids if a != final and a not in upstream}
+        for agent_id in (a for a in order_ids if a in pruned):
+            out.append(
+                diag(
+                    "pruned_agent",
+                    f"the output of {agent_id!r} never reaches the final agent {final!r} (the last one "
+                    "written), so it is left out",
+                    f"use ${{{agent_id}}} in a task downstream, or remove the agent",
+                    f"agent:{agent_id}",
+                )
+            )
+        return final, [a for a in order or [] if a not in pruned], pruned
     if len(sinks) <= 16:  # the sink that gathers the most work is probably the intended one
         main = max(reversed(sinks), key=lambda s: len(ancestors(s, edges)))
     else:  # a pathological plan: keep this linear
@@ -309,7 +331,7 @@ def _graph(
                     f"agent:{agent_id}",
                 )
             )
-    return None, order
+    return None, order, set()
 
 
 def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits()) -> ValidationResult:
@@ -339,7 +361,18 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
     implied = _refs(plan, ids, set(edges), out, suggest)
     edges += [(f.src, f.dst) for f in implied]
     # At DoM low, extra agents and flows are already DoM errors; sink rules would only repeat them.
-    sink, order = _graph(order_ids, edges, out, dom is DoM.HIGH) if order_ids else (None, [])
+    graph = _graph(order_ids, edges, out, dom is DoM.HIGH, limits.prune_unused) if order_ids else None
+    sink, order, pruned = graph or (None, [], set())
+    if pruned:  # the plan that runs: without the agents that feed nothing into the final one
+        plan = plan.model_copy(
+            update={
+                "agents": tuple(a for a in plan.agents if a.id not in pruned),
+                "flows": tuple(f for f in plan.flows if f.src not in pruned and f.dst not in pruned),
+            }
+        )
+        order_ids = [a for a in order_ids if a not in pruned]
+        edges = [(src, dst) for src, dst in edges if src not in pruned and dst not in pruned]
+        implied = [f for f in implied if f.src not in pruned and f.dst not in pruned]
     parents: dict[str, list[str]] = {a: [] for a in order_ids}
     for src, dst in edges:
         parents[dst].append(src)

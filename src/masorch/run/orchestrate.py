@@ -78,6 +78,7 @@ class OrchestrateOptions:
             dialect=system.dialect,
             repair=system.repair,
             constrain=system.constrain,
+            limits=Limits(prune_unused=system.prune),
             max_plan_tokens=system.plan_tokens,
             budget=system.budget,
             timeout_s=system.timeout_s,

@@ -111,10 +111,18 @@ def tool_specs(
                 parameters={"type": "object", "properties": props, "required": ["task"]},
             )
         )
-    answer = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-    tools.append(
-        ToolSpec(name=FINAL_TOOL, description="Give the final answer to the question.", parameters=answer)
-    )
+    answer = {
+        "type": "object",
+        "properties": {
+            "answer": {"type": "string", "description": "the final answer"},
+            "synthesize": {
+                "type": "boolean",
+                "description": "true, with no answer: the synthesis model writes it from the results",
+            },
+        },
+    }
+    description = "Give the final answer to the question, or ask for it to be synthesized from the results."
+    tools.append(ToolSpec(name=FINAL_TOOL, description=description, parameters=answer))
     return tuple(tools)
 
 
@@ -276,6 +284,16 @@ def synthesis_answer(text: str) -> str:
         answers = [final_answer(c) for c in calls if c.name == FINAL_TOOL]
         return next((a for a in reversed(answers) if a), "")
     return extract_answer(text).strip("`").strip()
+
+
+def wants_synthesis(call: ToolCall) -> bool:
+    """True when a ``final_answer`` call asks the synthesis model to write the answer.
+
+    >>> wants_synthesis(ToolCall("final_answer", '{"synthesize": true}'))
+    True
+    """
+    args = arguments(call)
+    return args is not None and args.get("synthesize") is True
 
 
 def final_answer(call: ToolCall) -> str | None:

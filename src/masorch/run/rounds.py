@@ -39,6 +39,7 @@ from masorch.run.round_calls import (
     tool_costs,
     tool_specs,
     units_of,
+    wants_synthesis,
 )
 from masorch.run.session import RunSession
 from masorch.run.system import System
@@ -186,6 +187,8 @@ class _Rounds:
                 answer = final_answer(calls[0])
                 if answer is not None:
                     return self._end("ok", "final_answer", answer=answer)
+                if wants_synthesis(calls[0]):
+                    return await self._synthesize(requested=True)
                 outcomes = [_bad_final(calls[0], round_no)]
             elif calls:
                 outcomes = await self._round(round_no, calls)
@@ -324,11 +327,18 @@ class _Rounds:
             if c.ok
         )
 
-    async def _synthesize(self) -> RunResult:
-        """At the round cap: the synthesis model answers from the whole conversation, without tools."""
+    async def _synthesize(self, *, requested: bool = False) -> RunResult:
+        """At the round cap, or when the orchestrator asks (``requested``): the synthesis model
+        answers from the whole conversation, without tools."""
         self.messages.append(
             Message(
-                "user", render("rounds/synthesis.j2", question=self.question, max_rounds=self.opts.max_rounds)
+                "user",
+                render(
+                    "rounds/synthesis.j2",
+                    question=self.question,
+                    max_rounds=self.opts.max_rounds,
+                    requested=requested,
+                ),
             )
         )
         reply = await self._ask(self.synthesis, (), node="synthesis")
@@ -390,5 +400,6 @@ def _bad_final(call: ToolCall, round_no: int) -> CallOutcome:
         f"r{round_no}c1",
         FINAL_TOOL,
         "FORMAT_ERR",
-        error='final_answer needs a non-empty string `answer` (hint: {"answer": "42"})',
+        error="final_answer needs a non-empty string `answer`, or `synthesize: true` "
+        '(hint: {"answer": "42"})',
     )

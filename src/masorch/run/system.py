@@ -71,8 +71,9 @@ class System(BaseModel):
 
     ``model`` is the sub-agent model (and the orchestrator's when ``orchestrator`` is None);
     ``agent_models`` overrides it per agent kind; ``params`` are the sas agent's parameters (e.g.
-    ``n`` of sc); ``dialect``, ``repair``, ``constrain`` and ``plan_tokens`` shape the orchestrator's
-    plan (mas) or each orchestrator turn (rounds); ``timeout_s`` bounds the whole run and
+    ``n`` of sc); ``dialect``, ``repair``, ``constrain``, ``prune`` (leave out agents that feed
+    nothing into the final one) and ``plan_tokens`` shape the orchestrator's plan (mas) or each
+    orchestrator turn (rounds); ``timeout_s`` bounds the whole run and
     ``node_timeout_s`` each node; ``max_rounds`` and ``max_calls_per_round`` bound the rounds mode
     (``mas:rounds-serial`` is the rounds mode with one call per round). The rounds mode also takes
     a ``pool`` of named, described models each call may choose from, the ``synthesis`` model that
@@ -96,6 +97,7 @@ class System(BaseModel):
     dialect: Dialect = "calls"
     repair: int = Field(default=0, ge=0)
     constrain: bool = True
+    prune: bool = True
     plan_tokens: int = Field(default=1024, ge=16)
     budget: Budget = Field(default_factory=Budget)
     timeout_s: float | None = Field(default=None, ge=0)

@@ -26,9 +26,11 @@ def sample_view(events: Sequence[ev.Event]) -> dict[str, Any]:
     finished = next((e for e in events if isinstance(e, ev.RunFinished)), None)
     plans = [e for e in events if isinstance(e, ev.PlanParsed | ev.PlanRejected)]
     mode = started.mode if started is not None else ""
+    # the multi-round modes: "rounds" in older traces, "mas:rounds" / "mas:rounds-serial" now
+    rounds = mode == "rounds" or mode.startswith("mas:rounds")
     nodes = _nodes(events, t0)
     calls = _calls(events, t0)
-    graph = _graph(plans, nodes, rounds=mode == "rounds")
+    graph = _graph(plans, nodes, rounds=rounds)
     return {
         "found": True,
         "run_id": events[0].run_id,
@@ -47,7 +49,7 @@ def sample_view(events: Sequence[ev.Event]) -> dict[str, Any]:
         "graph": graph,
         "timeline": _timeline(graph["nodes"], calls),
         "calls": calls,
-        "rounds": _rounds(plans, nodes) if mode == "rounds" else [],
+        "rounds": _rounds(plans, nodes, _tool_statuses(events)) if rounds else [],
         "result": None if finished is None else finished.model_dump(exclude={"schema_version", "type"}),
         "wall_s": max(e.ts for e in events) - t0,
     }
@@ -262,10 +264,18 @@ def _timeline(graph_nodes: Sequence[Mapping[str, Any]], calls: Sequence[Mapping[
     return {"lanes": lanes, "bars": bars}
 
 
+def _tool_statuses(events: Sequence[ev.Event]) -> dict[str, str]:
+    """Each rounds-mode call's protocol status (OK, EXEC_ERR, ...) by node id, from tool_result events."""
+    return {e.node: e.status for e in events if isinstance(e, ev.ToolResult) and e.node}
+
+
 def _rounds(
-    plans: Sequence[ev.PlanParsed | ev.PlanRejected], nodes: Mapping[str, Mapping[str, Any]]
+    plans: Sequence[ev.PlanParsed | ev.PlanRejected],
+    nodes: Mapping[str, Mapping[str, Any]],
+    tool_statuses: Mapping[str, str],
 ) -> list[dict[str, Any]]:
-    """The rounds of a multi-round run in order: the orchestrator's calls and each call's status."""
+    """The rounds of a multi-round run in order: the orchestrator's calls, each call's node status
+    and its protocol status (``tool_status``: OK, EXEC_ERR, TIMEOUT, ... where the trace has it)."""
     out = []
     for p in plans:
         agents = p.plan.get("agents", []) if isinstance(p, ev.PlanParsed) else []
@@ -279,6 +289,7 @@ def _rounds(
                         "kind": a.get("kind"),
                         "task": a.get("task"),
                         "status": nodes.get(str(a.get("id")), {}).get("status", "not run"),
+                        "tool_status": tool_statuses.get(str(a.get("id")), ""),
                         "answer": nodes.get(str(a.get("id")), {}).get("answer", ""),
                         "error": nodes.get(str(a.get("id")), {}).get("error", ""),
                     }
