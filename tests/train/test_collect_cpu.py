@@ -206,6 +206,15 @@ def test_resume_skips_finished_attempts_and_replays_from_the_cache(tmp_path: Pat
     assert len(first.teacher.calls) > 0
 
 
+def test_a_rerun_with_other_sampling_settings_is_refused(tmp_path: Path) -> None:
+    run_collect(config(tmp_path, samples=1))
+    with pytest.raises(UsageError, match="temperature"):
+        run_collect(config(tmp_path, samples=1, temperature=0.9))
+    # Selection and K may change: a rerun re-selects (and samples only what is missing).
+    report, _ = run_collect(config(tmp_path, samples=2, max_tool_share=0.9))
+    assert report.summary["attempts"] == 6 and report.summary["max_tool_share"] == 0.9
+
+
 def test_retry_errors_samples_failed_runs_again(tmp_path: Path) -> None:
     cfg = config(tmp_path, samples=1, cache_mode="off")
     models = Models()

@@ -30,6 +30,7 @@ from typing import Any
 from masorch.agents.base import AgentRegistry
 from masorch.backends.base import Backend, Usage
 from masorch.backends.cache import CachingFactory
+from masorch.errors import UsageError
 from masorch.eval.datasets import Sample
 from masorch.eval.item import grade
 from masorch.eval.sources import DataSource, resolve
@@ -48,6 +49,23 @@ DATASET_FILE = "sft.jsonl"
 PARQUET_FILE = "sft.parquet"
 SUMMARY_FILE = "summary.json"
 CACHE_FILE = "calls.sqlite"
+SETTINGS_FILE = "collect.json"
+
+#: The config fields that shape an attempt: a rerun in the same directory must keep them. The
+#: others (the data, K, selection, cache, concurrency) may change between runs.
+SAMPLING_FIELDS = (
+    "teacher",
+    "subagent",
+    "system",
+    "system_fields",
+    "temperature",
+    "seed",
+    "fault_rate",
+    "fault_kinds",
+    "fault_seed",
+    "faults_per_run",
+    "subagent_max_tokens",
+)
 
 Attempt = dict[str, Any]
 
@@ -223,6 +241,7 @@ def collect(
     """Sample, grade and log the attempts still missing, then select and write the dataset."""
     out = cfg.out
     out.mkdir(parents=True, exist_ok=True)
+    check_settings(cfg)
     items = questions(cfg)
     log = AttemptLog(out / ATTEMPTS_FILE)
     _repair_tail(log.path)
@@ -247,6 +266,24 @@ def collect(
     summary_path = out / SUMMARY_FILE
     summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return CollectReport(summary, log.path, dataset, parquet, summary_path)
+
+
+def check_settings(cfg: CollectConfig) -> None:
+    """Record the sampling settings in ``collect.json``; a rerun that changes them is a UsageError
+    (its attempts would mix with the earlier ones)."""
+    path = cfg.out / SETTINGS_FILE
+    now = {name: getattr(cfg, name) for name in SAMPLING_FIELDS}
+    if path.is_file():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(
+            k for k in SAMPLING_FIELDS if k in before and before[k] != json.loads(json.dumps(now[k]))
+        )
+        if changed:
+            raise UsageError(
+                f"{cfg.out} holds attempts sampled with other {', '.join(changed)}",
+                hint="use a new output_dir, or the settings of the earlier run (see its collect.json)",
+            )
+    path.write_text(json.dumps(now, indent=2) + "\n", encoding="utf-8")
 
 
 def latest(attempts: Sequence[Attempt]) -> list[Attempt]:
