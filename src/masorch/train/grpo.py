@@ -38,6 +38,7 @@ from masorch.train.trainer_parts import (
     lora_config,
     precisions,
     require_train_stack,
+    train_and_save,
 )
 
 logger = logging.getLogger(__name__)
@@ -240,22 +241,13 @@ def train_grpo(
             peft_config=peft_config,
             callbacks=[callback],
         )
-        t_train = time.monotonic()
-        trainer.train()
-        train_s = time.monotonic() - t_train
-        steps = int(trainer.state.global_step)
-        final = out / "final"
-        policy: Any = trainer.model
-        if cfg.lora:
-            policy = policy.merge_and_unload()
-        policy.save_pretrained(final)
-        tokenizer.save_pretrained(final)
-        after = evaluate("after", policy)
+        trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora)
+        after = evaluate("after", trained.model)
         report = TrainReport(
             output_dir=str(out),
-            final_model=str(final),
-            steps=steps,
-            seconds_per_step=train_s / max(1, steps),
+            final_model=str(trained.final),
+            steps=trained.steps,
+            seconds_per_step=trained.train_s / max(1, trained.steps),
             wall_s=time.monotonic() - t_start,
             logs=callback.lines,
             eval_before=before,

@@ -29,6 +29,7 @@ from masorch.train.trainer_parts import (
     lora_config,
     precisions,
     require_train_stack,
+    train_and_save,
 )
 
 logger = logging.getLogger(__name__)
@@ -117,26 +118,17 @@ def train_sft(
         peft_config=lora_config(cfg) if cfg.lora else None,
         callbacks=[callback],
     )
-    t_train = time.monotonic()
-    trainer.train()
-    train_s = time.monotonic() - t_train
-    steps = int(trainer.state.global_step)
-    final = out / "final"
-    trained: Any = trainer.model
-    if cfg.lora:
-        trained = trained.merge_and_unload()
-    trained.save_pretrained(final)
-    tokenizer.save_pretrained(final)
+    trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora)
     report = SftReport(
         output_dir=str(out),
-        final_model=str(final),
+        final_model=str(trained.final),
         precision=precision,
         examples=len(examples),
         left_out_too_long=too_long,
         loss_tokens=loss_tokens,
         tokens=tokens,
-        steps=steps,
-        seconds_per_step=train_s / max(1, steps),
+        steps=trained.steps,
+        seconds_per_step=trained.train_s / max(1, trained.steps),
         wall_s=time.monotonic() - t_start,
         logs=callback.lines,
     )

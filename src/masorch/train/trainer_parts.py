@@ -6,6 +6,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -90,6 +91,31 @@ def common_args(cfg: CommonFields, precision: str) -> dict[str, Any]:
     if not torch.cuda.is_available():
         args["use_cpu"] = True
     return args
+
+
+@dataclass(frozen=True)
+class Trained:
+    """What :func:`train_and_save` gives back: the trained model (LoRA merged), its directory,
+    the optimisation steps and the training time."""
+
+    model: Any
+    final: Path
+    steps: int
+    train_s: float
+
+
+def train_and_save(trainer: Any, tokenizer: Any, out: Path, *, lora: bool) -> Trained:
+    """Run a TRL trainer, then save the model (LoRA merged) and tokenizer as ``out/final``."""
+    t0 = time.monotonic()
+    trainer.train()
+    train_s = time.monotonic() - t0
+    model: Any = trainer.model
+    if lora:
+        model = model.merge_and_unload()
+    final = out / "final"
+    model.save_pretrained(final)
+    tokenizer.save_pretrained(final)
+    return Trained(model, final, int(trainer.state.global_step), train_s)
 
 
 def log_callback(
