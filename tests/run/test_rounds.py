@@ -349,3 +349,21 @@ async def test_rendered_conversation_and_tools_snapshot():
         path.write_text(text)
     assert text == path.read_text()
     assert config.tools == ()
+
+
+def test_injected_faults_end_calls_without_running_them():
+    from masorch.run.faults import ToolFaults
+
+    faults = ToolFaults(rate=1.0, kinds=("TIMEOUT",), max_per_run=1)
+    script = [calls(("cot", {"task": "a"}), ("cot", {"task": "b"})), calls(("cot", {"task": "c"})), final()]
+    result, orch, sub, trace = asyncio.run(go(script, faults=faults, node_timeout_s=30.0))
+    outcomes = result.trajectory.calls
+    assert [c.status for c in outcomes] == ["TIMEOUT", "OK", "OK"]  # one fault per run at most
+    assert outcomes[0].injected and not outcomes[1].injected and outcomes[0].units == 1.0
+    assert outcomes[0].error == "node timed out after 30 s" and outcomes[0].model == ""
+    assert len(sub.calls) == 2  # the failed call never reached the sub-agent
+    seen = tool_messages(orch, 1)
+    assert seen["c0"].startswith("status: TIMEOUT") and "inject" not in seen["c0"]
+    events = [e for e in trace.events if e.type == "tool_result"]
+    assert [e.injected for e in events] == [True, False, False]
+    assert result.trajectory.to_chat()["meta"]["calls"][0]["injected"] is True

@@ -10,12 +10,12 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from masorch.train.grpo import _log_callback
+from masorch.train.trainer_parts import log_callback
 
 
 def test_log_lines_are_appended_and_forwarded(tmp_path: Path) -> None:
     seen: list[dict[str, object]] = []
-    cb = _log_callback(tmp_path / "log.jsonl", seen.append, None)
+    cb = log_callback(tmp_path / "log.jsonl", seen.append, None)
     state, control = SimpleNamespace(global_step=3), SimpleNamespace(should_training_stop=False)
     cb.on_log(None, state, control, logs={"loss": 0.5})
     cb.on_step_end(None, state, control)
@@ -25,7 +25,7 @@ def test_log_lines_are_appended_and_forwarded(tmp_path: Path) -> None:
 
 
 def test_max_train_s_stops_training_after_the_step(tmp_path: Path) -> None:
-    cb = _log_callback(tmp_path / "log.jsonl", None, 0.0)
+    cb = log_callback(tmp_path / "log.jsonl", None, 0.0)
     state, control = SimpleNamespace(global_step=1), SimpleNamespace(should_training_stop=False)
     cb.on_train_begin(None, state, control)
     cb.on_step_end(None, state, control)

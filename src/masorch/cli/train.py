@@ -2,12 +2,15 @@
 
 * ``masorch train grpo --config FILE [--set KEY=VALUE ...]`` trains with TRL on this machine;
 * ``masorch train data --config FILE --out DIR`` writes the config's prompts as verl parquet;
-* ``masorch train grpo --show-config`` lists every config field with its default and meaning.
+* ``masorch train sft --config FILE`` fine-tunes on those trajectories, loss on the orchestrator's tokens;
+* ``masorch train collect --config FILE`` samples a teacher's multi-round trajectories into an SFT dataset;
+* ``masorch train grpo|collect|sft --show-config`` lists every config field with its default and meaning.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +36,53 @@ def _overrides(items: list[str]) -> dict[str, Any]:
 def _show_config(console: Console) -> None:
     from masorch.train.config import describe
 
-    table = Table("field", "default", "meaning", title="masorch train grpo: config fields")
-    for name, default, help_text in describe():
+    _show_table(console, describe(), "masorch train grpo: config fields")
+
+
+def _show_table(console: Console, rows: list[tuple[str, str, str]], title: str) -> None:
+    table = Table("field", "default", "meaning", title=title)
+    for name, default, help_text in rows:
         table.add_row(name, default, help_text)
     console.print(table)
 
 
-def register(app: typer.Typer) -> None:
-    """Add the ``train`` command group to ``app``."""
+def _collect_with_progress(console: Console, cfg: Any, spec: Any) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from masorch.train.collect import collect
+
+    counts = {"attempts": 0, "correct": 0, "recovered": 0}
+    with Progress(
+        TextColumn("[bold]collect"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task("", total=None)
+
+        def on_start(total: int, done: int) -> None:
+            progress.update(task, total=total, completed=done)
+
+        def on_attempt(attempt: dict[str, Any], finished: bool) -> None:
+            counts["attempts"] += 1
+            counts["correct"] += bool(attempt["correct"])
+            counts["recovered"] += bool(attempt["recovered"])
+            text = (
+                f"attempts {counts['attempts']}  correct {counts['correct']}  recovered {counts['recovered']}"
+            )
+            progress.update(task, advance=1 if finished else 0, description=text)
+
+        return collect(cfg, spec=spec, on_start=on_start, on_attempt=on_attempt)
+
+
+def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = None) -> None:
+    """Add the ``train`` command group to ``app``.
+
+    ``collect_env`` maps a collect config to its environment spec (tests inject scripted backends);
+    default :func:`masorch.train.collect.env_spec`.
+    """
     train_app = typer.Typer(help="Train an orchestrator with GRPO on executed plans.", no_args_is_help=True)
     app.add_typer(train_app, name="train")
 
@@ -87,6 +129,68 @@ def register(app: typer.Typer) -> None:
         for tag, summary in (("before", report.eval_before), ("after", report.eval_after)):
             if summary is not None:
                 console.print(f"held-out {tag}: {json.dumps(summary.to_dict())}")
+
+    @train_app.command("collect")
+    def collect_cmd(
+        config: Path | None = typer.Option(None, "--config", help="YAML collect config."),  # noqa: B008
+        set_: list[str] = typer.Option([], "--set", help="Override a top-level key: KEY=VALUE (YAML value)."),  # noqa: B008
+        show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
+    ) -> None:
+        """Sample a teacher's multi-round trajectories, keep the correct ones, write an SFT dataset."""
+        console = Console()
+        if show_config:
+            from masorch.train.collect_config import describe_collect
+
+            _show_table(console, describe_collect(), "masorch train collect: config fields")
+            return
+        if config is None:
+            raise UsageError("no --config given", hint="masorch train collect --config collect.yaml")
+        from masorch.train.collect_config import load_collect_config
+
+        cfg = load_collect_config(config, _overrides(set_))
+        report = _collect_with_progress(console, cfg, collect_env(cfg) if collect_env else None)
+        s = report.summary
+        console.print(
+            f"[bold]kept {s['kept']}[/] of {s['questions']} questions ({s['kept_recovered']} recovered); "
+            f"{s['attempts_correct']}/{s['attempts']} attempts correct; tool shares {s['tool_shares_kept']}"
+        )
+        console.print(f"dataset {report.dataset}; summary {report.summary_path}")
+
+    @train_app.command("sft")
+    def sft_cmd(
+        config: Path | None = typer.Option(None, "--config", help="YAML SFT config."),  # noqa: B008
+        set_: list[str] = typer.Option([], "--set", help="Override a top-level key: KEY=VALUE (YAML value)."),  # noqa: B008
+        show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
+    ) -> None:
+        """Masked SFT of the orchestrator on collected trajectories (loss on its own tokens only)."""
+        console = Console()
+        if show_config:
+            from masorch.train.sft_config import describe_sft
+
+            _show_table(console, describe_sft(), "masorch train sft: config fields")
+            return
+        if config is None:
+            raise UsageError("no --config given", hint="masorch train sft --config sft.yaml")
+        import logging
+
+        from masorch.train.sft import train_sft
+        from masorch.train.sft_config import load_sft_config
+
+        logging.getLogger("masorch").setLevel(logging.INFO)
+        cfg = load_sft_config(config, _overrides(set_))
+
+        def on_log(line: dict[str, Any]) -> None:
+            keys = ("step", "loss", "grad_norm", "learning_rate", "wall_s")
+            console.print(
+                " ".join(f"{k}={line[k]:.4g}" for k in keys if isinstance(line.get(k), (int, float)))
+            )
+
+        report = train_sft(cfg, on_log=on_log)
+        console.print(
+            f"[bold]done[/]: {report.steps} steps on {report.examples} trajectories "
+            f"({report.loss_tokens} of {report.tokens} tokens with loss), "
+            f"{report.seconds_per_step:.1f} s/step; model in {report.final_model}"
+        )
 
     @train_app.command("data")
     def data_cmd(

@@ -73,10 +73,7 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
     try:
         result = await run(item.system, sample.question, env, trace=sink, corpus=item.corpus)
         status, error = result.status, result.error
-        if result.ok:
-            scorer = env.scorer(item.scorer)
-            prediction = result.reply if reads_reply(item.scorer) else result.answer
-            verdict = await score_async(scorer, prediction, sample)
+        verdict = await grade(result, sample, item.scorer, env)
     except Exception as exc:  # a harness failure is recorded as this sample's status, and counted
         logger.warning("sample %s failed: %s: %s", item.key, type(exc).__name__, exc)
         status, error = HARNESS_FAILED, f"{type(exc).__name__}: {exc}"
@@ -110,6 +107,18 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         worker=f"{socket.gethostname()}:{os.getpid()}",
     )
     return record.to_json(), events
+
+
+async def grade(result: RunResult, sample: Sample, scorer: str, env: Environment) -> Score | None:
+    """The scorer ``scorer``'s verdict on a run's answer to ``sample`` (None when the run is not ok).
+
+    A scorer that reads whole replies (MASBench) grades :attr:`RunResult.reply`, the others the
+    extracted answer: what eval grades, and what training keeps or rewards.
+    """
+    if not result.ok:
+        return None
+    prediction = result.reply if reads_reply(scorer) else result.answer
+    return await score_async(env.scorer(scorer), prediction, sample)
 
 
 def failed_record(item: WorkItem, error: str, wall_s: float = 0.0) -> dict[str, Any]:

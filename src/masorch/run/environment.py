@@ -21,6 +21,7 @@ from masorch.backends.base import Backend
 from masorch.errors import UsageError
 from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
 from masorch.run.executor import RoleBackends
+from masorch.run.faults import ToolFaults
 from masorch.run.system import System
 from masorch.score.registry import get_scorer
 
@@ -71,7 +72,8 @@ class EnvSpec:
 
     ``backend_factory`` maps a model string to a Backend, ``agents_factory`` gives the sub-agent
     registry, ``retriever_factory`` a corpus path to a Retriever, ``scorer_factory`` a scorer name
-    (with ``scorer_options``) to a scorer. Tests inject scripted backends here.
+    (with ``scorer_options``) to a scorer. Tests inject scripted backends here. ``faults`` makes
+    some multi-round tool calls fail on purpose (:class:`~masorch.run.faults.ToolFaults`; None: none).
     """
 
     backend_factory: Callable[[str], Backend] = default_backend_factory
@@ -79,6 +81,7 @@ class EnvSpec:
     retriever_factory: Callable[[Path], Retriever] = default_retriever_factory
     scorer_factory: Callable[..., Any] = get_scorer
     scorer_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    faults: ToolFaults | None = None
 
     @classmethod
     def default(
@@ -89,6 +92,7 @@ class EnvSpec:
         scorer_options: Mapping[str, Mapping[str, Any]] | None = None,
         n_threads: int | None = None,
         slots: int | None = None,
+        faults: ToolFaults | None = None,
     ) -> EnvSpec:
         """The real environment; with ``cache_path`` every backend records/replays through that cache."""
         return cls(
@@ -100,6 +104,7 @@ class EnvSpec:
             ),
             agents_factory=functools.partial(default_agents_factory, max_tokens),
             scorer_options=dict(scorer_options or {}),
+            faults=faults,
         )
 
 

@@ -69,7 +69,7 @@ async def run(
             orchestrator=orchestrator,
             backends=roles,
             agents=agents,
-            options=RoundsOptions.of(system),
+            options=RoundsOptions.of(system, faults=env.spec.faults),
             trace=trace,
             retriever=retriever,
             pool={n: PoolEntry(env.backend(p.model), p.description) for n, p in system.pool.items()},

@@ -64,6 +64,7 @@ class OrchestrateOptions:
     max_plan_tokens: int = 1024
     temperature: float = 0.0
     constrain: bool = True
+    seed: int | None = None
 
     @classmethod
     def of(cls, system: System) -> OrchestrateOptions:
@@ -82,6 +83,8 @@ class OrchestrateOptions:
             budget=system.budget,
             timeout_s=system.timeout_s,
             node_timeout_s=system.node_timeout_s,
+            temperature=system.temperature,
+            seed=system.seed,
         )
 
 
@@ -197,6 +200,7 @@ def plan_generate_config(
     return GenerateConfig(
         temperature=options.temperature,
         max_tokens=options.max_plan_tokens,
+        seed=options.seed,
         json_schema=schema,
         grammar=grammar,
     )

@@ -13,6 +13,7 @@ result and exports as a chat-format record.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from masorch.plan import AgentSpec, Plan
 from masorch.prompts import render
 from masorch.run.budget import Budget
 from masorch.run.executor import Executor, RoleBackends
+from masorch.run.faults import ToolFaults
 from masorch.run.result import RunResult, RunStatus
 from masorch.run.round_calls import (
     FINAL_TOOL,
@@ -67,10 +69,13 @@ class RoundsOptions:
     max_tokens: int = 1024
     tool_costs: Mapping[str, float] = field(default_factory=dict)
     max_units: float | None = None
+    seed: int | None = None
+    faults: ToolFaults | None = None
 
     @classmethod
-    def of(cls, system: System) -> RoundsOptions:
-        """The options of a ``mas:rounds`` system (``plan_tokens`` caps each orchestrator turn)."""
+    def of(cls, system: System, faults: ToolFaults | None = None) -> RoundsOptions:
+        """The options of a ``mas:rounds`` system (``plan_tokens`` caps each orchestrator turn), with
+        the environment's injected ``faults`` if any."""
         return cls(
             max_rounds=system.max_rounds,
             max_calls_per_round=system.max_calls_per_round,
@@ -80,6 +85,9 @@ class RoundsOptions:
             max_tokens=system.plan_tokens,
             tool_costs=dict(system.tool_costs),
             max_units=system.max_units,
+            temperature=system.temperature,
+            seed=system.seed,
+            faults=faults,
         )
 
 
@@ -162,6 +170,7 @@ class _Rounds:
         self.messages: list[Message] = [Message("system", system), Message("user", question)]
         self.rounds: list[RoundRecord] = []
         self.units = 0.0
+        self.faults_left = _fault_cap(opts.faults)
 
     async def go(self) -> RunResult:
         for round_no in range(1, self.opts.max_rounds + 1):
@@ -212,7 +221,10 @@ class _Rounds:
     ) -> Completion | RunResult:
         """One orchestrator-side call under the run deadline; a RunResult when the run must end."""
         config = GenerateConfig(
-            temperature=self.opts.temperature, max_tokens=self.opts.max_tokens, tools=tools
+            temperature=self.opts.temperature,
+            max_tokens=self.opts.max_tokens,
+            tools=tools,
+            seed=self.opts.seed,
         )
         who = node or "orchestrator"
         try:
@@ -242,6 +254,8 @@ class _Rounds:
                 jobs.append(item)
                 continue
             refusal = self._reserve(item)
+            if refusal is None:
+                refusal = self._injected(item)
             jobs.append(
                 refusal if refusal is not None else asyncio.ensure_future(self._run_call(item, history))
             )
@@ -269,6 +283,20 @@ class _Rounds:
             )
         self.units += cost
         return None
+
+    def _injected(self, call: CheckedCall) -> CallOutcome | None:
+        """The injected failure of a call about to run (its units spent), or None to run it."""
+        faults = self.opts.faults
+        if faults is None or self.faults_left <= 0:
+            return None
+        status = faults.draw(self.question, self.opts.seed, call.node)
+        if status is None:
+            return None
+        self.faults_left -= 1
+        error = faults.error(status, call.tool, self.opts.node_timeout_s)
+        return dataclasses.replace(
+            call.refused(status, error), units=units_of(call.tool, self.costs), injected=True
+        )
 
     async def _run_call(self, call: CheckedCall, history: tuple[UpstreamResult, ...]) -> CallOutcome:
         backends = self.backends
@@ -348,6 +376,12 @@ class _Rounds:
             run_id=self.session.run_id,
             trajectory=trajectory,
         )
+
+
+def _fault_cap(faults: ToolFaults | None) -> int:
+    if faults is None:
+        return 0
+    return faults.max_per_run if faults.max_per_run is not None else 1 << 30
 
 
 def _spec_of(call: CallOutcome) -> AgentSpec:

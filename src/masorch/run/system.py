@@ -79,7 +79,8 @@ class System(BaseModel):
     a ``pool`` of named, described models each call may choose from, the ``synthesis`` model that
     answers from the trajectory at the round cap (default: the orchestrator), ``tool_costs`` (cost
     units per tool, over :data:`~masorch.run.round_calls.DEFAULT_TOOL_COSTS`) and ``max_units``
-    (the run's budget in those units).
+    (the run's budget in those units). ``temperature`` and ``seed`` are the orchestrator's sampling
+    (0 and None: greedy, the default; trajectory collection samples K runs with distinct seeds).
     ``name`` labels the system in logs and reports (default: :attr:`label`).
     """
 
@@ -107,6 +108,8 @@ class System(BaseModel):
     synthesis: str | None = None
     tool_costs: dict[str, float] = Field(default_factory=dict)
     max_units: float | None = Field(default=None, ge=0)
+    temperature: float = Field(default=0.0, ge=0)
+    seed: int | None = None
 
     @field_validator("pool", mode="before")
     @classmethod

@@ -36,7 +36,8 @@ class CallOutcome:
     ``call_id`` is the tool call's id (the ``tool_call_id`` of its result message); ``node`` the
     id it ran under (``r2c1``: round 2, call 1), set also when it was refused; ``model`` the model
     id that ran it ("" when it did not run) and ``pool_name`` the pool entry the call chose;
-    ``output`` the sub-agent's output when it ran.
+    ``output`` the sub-agent's output when it ran. ``injected`` marks a failure made on purpose
+    (:mod:`masorch.run.faults`): the call did not run, its message reads as a real failure.
     """
 
     round: int
@@ -52,6 +53,7 @@ class CallOutcome:
     units: float = 0.0
     wall_s: float = 0.0
     output: NodeOutput | None = field(default=None, compare=False, repr=False)
+    injected: bool = False
 
     @property
     def ok(self) -> bool:
@@ -77,6 +79,7 @@ class CallOutcome:
             "pool_name": self.pool_name,
             "units": self.units,
             "wall_s": round(self.wall_s, 4),
+            "injected": self.injected,
         }
 
 

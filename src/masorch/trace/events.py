@@ -130,7 +130,8 @@ class ToolResult(EventBase):
 
     ``status`` is one of the rounds mode's statuses (``OK``, ``EXEC_ERR``, ``TIMEOUT``, ``BUDGET``,
     ``FORMAT_ERR``, ``REJECTED``); ``node`` is the call's id in the run (``r2c1``: round 2, call
-    1), also when it was refused; ``model`` is the model that ran it (empty when it did not run).
+    1), also when it was refused; ``model`` is the model that ran it (empty when it did not run);
+    ``injected`` marks a failure made on purpose (:mod:`masorch.run.faults`).
     """
 
     type: Literal["tool_result"] = "tool_result"
@@ -143,6 +144,7 @@ class ToolResult(EventBase):
     units: float = 0.0
     error: str = ""
     wall_s: float = 0.0
+    injected: bool = False
 
 
 class RunFinished(EventBase):

@@ -236,24 +236,34 @@ def from_dict(cls: type[T], data: Mapping[str, Any], where: str = "config") -> T
             raise UsageError(
                 f"unknown key {where}.{key}",
                 hint=(f"did you mean {close[0]!r}? " if close else "")
-                + "see `masorch train grpo --show-config`",
+                + "see `masorch train grpo|collect --show-config`",
             )
         kwargs[key] = _convert(hints[key], value, f"{where}.{key}")
     return cls(**kwargs)
 
 
-def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
-    """Read a YAML training config; ``overrides`` (top-level keys) win over the file."""
+def load_yaml(
+    cls: type[T], path: str | Path, overrides: Mapping[str, Any] | None = None, what: str = ""
+) -> T:
+    """Read a YAML config file as ``cls``; ``overrides`` (top-level keys) win over the file."""
     p = Path(path)
+    what = what or "training config"
     if not p.is_file():
         raise UsageError(f"no such config file: {p}", hint="give the path of a YAML file")
-    data = load_yaml_file(p, what="training config") or {}
+    data = load_yaml_file(p, what=what) or {}
     if not isinstance(data, dict):
         raise UsageError(f"{p} must hold a YAML mapping", hint="write key: value lines")
     data.update(overrides or {})
-    cfg = from_dict(TrainConfig, data)
+    return from_dict(cls, data)
+
+
+def load_config(path: str | Path, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
+    """Read a YAML training config; ``overrides`` (top-level keys) win over the file."""
+    cfg = load_yaml(TrainConfig, path, overrides)
     if not cfg.train:
-        raise UsageError(f"{p} has no train sources", hint="add train: [{kind: masbench_gen, axis: depth}]")
+        raise UsageError(
+            f"{path} has no train sources", hint="add train: [{kind: masbench_gen, axis: depth}]"
+        )
     return cfg
 
 

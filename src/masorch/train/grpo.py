@@ -20,7 +20,7 @@ from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
-from masorch.errors import UsageError, require_extra
+from masorch.errors import UsageError
 from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
 from masorch.train.config import TrainConfig
@@ -30,11 +30,18 @@ from masorch.train.reward_components import CostTarget
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
 from masorch.train.samples import SAMPLES_FILE, SampleLog
+from masorch.train.trainer_parts import (
+    LOG_FILE,
+    REPORT_FILE,
+    common_args,
+    log_callback,
+    lora_config,
+    precisions,
+    require_train_stack,
+    train_and_save,
+)
 
 logger = logging.getLogger(__name__)
-
-LOG_FILE = "log.jsonl"
-REPORT_FILE = "report.json"
 
 
 @dataclass
@@ -135,67 +142,22 @@ def search_retriever(corpus: Path | None) -> Retriever | None:
 def _grpo_args(cfg: TrainConfig, weights: list[float], precision: str) -> Any:
     from trl import GRPOConfig
 
-    args: dict[str, Any] = {
-        "output_dir": cfg.output_dir,
-        "per_device_train_batch_size": cfg.batch_size,
-        "num_generations": cfg.num_generations,
-        "max_steps": cfg.max_steps,
-        "learning_rate": cfg.learning_rate,
-        "beta": cfg.beta,
-        "temperature": cfg.temperature,
-        "max_completion_length": cfg.max_completion_length,
-        "logging_steps": cfg.logging_steps,
-        "save_strategy": "steps" if cfg.save_steps else "no",
-        "save_steps": cfg.save_steps or 500,
-        "seed": cfg.seed,
-        "reward_weights": weights,
-        "report_to": [],
-        "gradient_accumulation_steps": 1,
-        "bf16": precision == "bf16",
-        "gradient_checkpointing": cfg.gradient_checkpointing,
-        "disable_tqdm": True,
-    }
-    import torch
-
-    if not torch.cuda.is_available():
-        args["use_cpu"] = True
+    args = common_args(cfg, precision)
+    args.update(
+        {
+            "per_device_train_batch_size": cfg.batch_size,
+            "num_generations": cfg.num_generations,
+            "max_steps": cfg.max_steps,
+            "learning_rate": cfg.learning_rate,
+            "beta": cfg.beta,
+            "temperature": cfg.temperature,
+            "max_completion_length": cfg.max_completion_length,
+            "reward_weights": weights,
+            "gradient_accumulation_steps": 1,
+        }
+    )
     args.update(cfg.trl)
     return GRPOConfig(**args)
-
-
-def _log_callback(
-    path: Path, on_log: Callable[[dict[str, Any]], None] | None, max_train_s: float | None
-) -> Any:
-    from transformers import TrainerCallback
-
-    class JsonlLog(TrainerCallback):
-        """Appends every trainer log line (with its step and wall time) to a JSONL file.
-
-        With ``max_train_s``, it also asks the trainer to stop after the step that passes that
-        time, so a bounded run still ends with a saved model and its evaluation.
-        """
-
-        def __init__(self) -> None:
-            self.t0 = time.monotonic()
-            self.lines: list[dict[str, Any]] = []
-
-        def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            self.t0 = time.monotonic()
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-            if max_train_s is not None and time.monotonic() - self.t0 >= max_train_s:
-                logger.info("max_train_s=%g reached after step %d: stopping", max_train_s, state.global_step)
-                control.should_training_stop = True
-
-        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kw: Any) -> None:
-            line = {"step": state.global_step, "wall_s": round(time.monotonic() - self.t0, 2), **(logs or {})}
-            self.lines.append(line)
-            with path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(line) + "\n")
-            if on_log is not None:
-                on_log(line)
-
-    return JsonlLog()
 
 
 def train_grpo(
@@ -206,13 +168,12 @@ def train_grpo(
     on_log: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainReport:
     """Run GRPO as ``cfg`` says; ``subagent``/``agents`` replace the configured ones (tests)."""
-    for mod in ("torch", "transformers", "trl", "datasets"):
-        require_extra(mod, "train")
+    require_train_stack()
     from datasets import Dataset
     from trl import GRPOTrainer
 
     from masorch.backends.hf import HFBackend
-    from masorch.train.gguf import load_policy, resolve_precision
+    from masorch.train.gguf import load_policy
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -238,10 +199,7 @@ def train_grpo(
     )
     try:
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
-        precision = resolve_precision(cfg.precision)
-        # LoRA freezes the base weights, so they can live in bf16; full training keeps fp32 masters.
-        weights_dtype = "bf16" if precision == "bf16" and cfg.lora else "fp32"
-        logger.info("precision %s (policy weights %s)", precision, weights_dtype)
+        precision, weights_dtype = precisions(cfg.precision, cfg.lora)
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
 
         def evaluate(tag: str, policy: Any) -> EvalSummary | None:
@@ -272,19 +230,8 @@ def train_grpo(
             return summary
 
         before = evaluate("before", model)
-        peft_config = None
-        if cfg.lora:
-            require_extra("peft", "train")
-            from peft import LoraConfig
-
-            peft_config = LoraConfig(
-                r=cfg.lora_r,
-                lora_alpha=cfg.lora_alpha,
-                lora_dropout=cfg.lora_dropout,
-                target_modules=cfg.lora_target_modules,
-                task_type="CAUSAL_LM",
-            )
-        callback = _log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
+        peft_config = lora_config(cfg) if cfg.lora else None
+        callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=list[Any](rewards.reward_funcs()),
@@ -294,22 +241,13 @@ def train_grpo(
             peft_config=peft_config,
             callbacks=[callback],
         )
-        t_train = time.monotonic()
-        trainer.train()
-        train_s = time.monotonic() - t_train
-        steps = int(trainer.state.global_step)
-        final = out / "final"
-        policy: Any = trainer.model
-        if cfg.lora:
-            policy = policy.merge_and_unload()
-        policy.save_pretrained(final)
-        tokenizer.save_pretrained(final)
-        after = evaluate("after", policy)
+        trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora)
+        after = evaluate("after", trained.model)
         report = TrainReport(
             output_dir=str(out),
-            final_model=str(final),
-            steps=steps,
-            seconds_per_step=train_s / max(1, steps),
+            final_model=str(trained.final),
+            steps=trained.steps,
+            seconds_per_step=trained.train_s / max(1, trained.steps),
             wall_s=time.monotonic() - t_start,
             logs=callback.lines,
             eval_before=before,

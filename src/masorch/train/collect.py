@@ -1,0 +1,343 @@
+"""``masorch train collect``: sample a teacher's multi-round trajectories over a training set, keep the
+good ones, and write them as a chat-format SFT dataset.
+
+For every question of the training set (:class:`~masorch.train.collect_config.DataConfig` parts,
+read by the eval harness's :func:`~masorch.eval.sources.resolve`) the teacher runs the multi-round
+mode up to K times through the one run path (:func:`masorch.run.run`), sample k with seed
+``seed + k`` at the configured temperature, with tool faults injected on purpose
+(:mod:`masorch.run.faults`); each run is graded by the scorer eval uses
+(:func:`masorch.eval.item.grade`). Every attempt is appended to ``attempts.jsonl`` as soon as it
+ends, so a killed run loses nothing: a rerun skips the samples already there (and every call is in
+the record/replay cache). Then :func:`~masorch.train.collect_select.select` keeps at most one
+correct trajectory per question, recoveries first, under the tool-balance constraint, and the kept
+set is written as ``sft.jsonl`` (and ``sft.parquet`` where pyarrow is installed) with
+``summary.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from masorch.agents.base import AgentRegistry
+from masorch.backends.base import Backend, Usage
+from masorch.backends.cache import CachingFactory
+from masorch.errors import UsageError
+from masorch.eval.datasets import Sample
+from masorch.eval.item import grade
+from masorch.eval.sources import DataSource, resolve
+from masorch.run.environment import Environment, EnvSpec, default_backend_factory
+from masorch.run.lifecycle import run
+from masorch.run.result import RunResult
+from masorch.run.round_calls import FINAL_TOOL
+from masorch.score.scorer import Score
+from masorch.train.collect_config import CollectConfig
+from masorch.train.collect_output import summarize, write_dataset, write_parquet
+from masorch.train.collect_select import select
+
+logger = logging.getLogger(__name__)
+
+ATTEMPTS_FILE = "attempts.jsonl"
+DATASET_FILE = "sft.jsonl"
+PARQUET_FILE = "sft.parquet"
+SUMMARY_FILE = "summary.json"
+CACHE_FILE = "calls.sqlite"
+SETTINGS_FILE = "collect.json"
+
+#: The config fields that shape an attempt: a rerun in the same directory must keep them. The
+#: others (the data, K, selection, cache, concurrency) may change between runs.
+SAMPLING_FIELDS = (
+    "teacher",
+    "subagent",
+    "system",
+    "system_fields",
+    "temperature",
+    "seed",
+    "fault_rate",
+    "fault_kinds",
+    "fault_seed",
+    "faults_per_run",
+    "subagent_max_tokens",
+)
+
+Attempt = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question of the training set: its sample and the data source (scorer, corpus) it is from."""
+
+    source: DataSource
+    sample: Sample
+
+    @property
+    def key(self) -> str:
+        """The question's id in attempts and in the dataset: ``DATASET/SAMPLE_ID``."""
+        # Plain data files already name their samples so; MASBench and registered datasets do not.
+        sid, dataset = self.sample.id, self.source.name
+        return sid if sid.startswith(f"{dataset}/") else f"{dataset}/{sid}"
+
+
+def questions(cfg: CollectConfig) -> list[Question]:
+    """The training set's questions, part by part, in order."""
+    cache_dir = Path(cfg.data_dir) if cfg.data_dir else None
+    out = []
+    for part in cfg.data:
+        src = resolve(
+            part.spec,
+            limit=part.limit,
+            sample=part.sample,
+            seed=part.seed,
+            cache_dir=cache_dir,
+            scorer=part.scorer,
+        )
+        out += [Question(src, s) for s in src.samples]
+    seen: set[str] = set()
+    unique = []
+    for q in out:
+        if q.key in seen:
+            logger.warning("question %s appears twice in the training set; the copy is skipped", q.key)
+            continue
+        seen.add(q.key)
+        unique.append(q)
+    return unique
+
+
+def attempt_stats(
+    question: Question, k: int, seed: int | None, result: RunResult, verdict: Score | None
+) -> Attempt:
+    """One attempt as a JSON-ready dict: the question, how the run went, its grade and its chat record.
+
+    ``failures`` counts calls that did not end OK, ``recovered`` is true for a correct run with at
+    least one, ``tools`` counts the tool calls per tool (``final_answer`` left out).
+    """
+    traj = result.trajectory
+    if traj is None:
+        raise ValueError("attempt_stats needs a multi-round run (its result has no trajectory)")
+    calls = traj.calls
+    correct = bool(verdict.correct) if verdict is not None else False
+    failures = sum(1 for c in calls if c.status != "OK")
+    usage = result.usage
+    orch = result.ledger.for_role("orchestrator") if result.ledger is not None else Usage()
+    return {
+        "id": question.key,
+        "dataset": question.source.name,
+        "question_id": question.sample.id,
+        "sample": k,
+        "seed": seed,
+        "question": question.sample.question,
+        "gold": question.sample.answer,
+        "answer": result.answer,
+        "status": result.status,
+        "error": result.error,
+        "ended_by": traj.ended_by,
+        "correct": correct,
+        "score": float(verdict.value) if verdict is not None else 0.0,
+        "rounds": len(traj.rounds),
+        "statuses": traj.statuses(),
+        "tools": dict(Counter(c.tool for c in calls if c.tool != FINAL_TOOL)),
+        "failures": failures,
+        "injected": sum(1 for c in calls if c.injected),
+        "recovered": correct and failures > 0,
+        "tokens": {
+            "prompt": usage.prompt_tokens,
+            "completion": usage.completion_tokens,
+            "total": usage.prompt_tokens + usage.completion_tokens,
+            "orchestrator_completion": orch.completion_tokens,
+        },
+        "units": traj.units,
+        "wall_s": round(result.wall_s, 3),
+        "chat": traj.to_chat(),
+    }
+
+
+class AttemptLog:
+    """``attempts.jsonl``: one line per finished attempt, appended and flushed at once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def read(self) -> list[Attempt]:
+        """Every attempt written so far (a line cut short by a killed run is ignored: it is redone)."""
+        if not self.path.is_file():
+            return []
+        out = []
+        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                logger.warning("%s line %d is cut short (a killed run); that attempt is redone", self.path, n)
+        return out
+
+    def append(self, attempt: Attempt) -> None:
+        """Write one attempt."""
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(attempt, ensure_ascii=False) + "\n")
+            fh.flush()
+
+
+def _repair_tail(path: Path) -> None:
+    # A run killed mid-line leaves a partial last line: cut it off (its attempt is redone).
+    if not path.is_file():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        logger.warning("%s ends in a line cut short (a killed run); that attempt is redone", path)
+        with path.open("r+b") as fh:
+            fh.truncate(data.rfind(b"\n") + 1)
+
+
+@dataclass(frozen=True)
+class CollectReport:
+    """What a collection wrote: the summary and the paths of its files."""
+
+    summary: Mapping[str, Any]
+    attempts: Path
+    dataset: Path
+    parquet: Path | None
+    summary_path: Path
+
+
+#: Called before anything runs with (questions in all, questions already finished).
+StartHook = Callable[[int, int], None]
+#: Called with each new attempt and whether its question is now finished.
+AttemptHook = Callable[[Attempt, bool], None]
+
+
+def env_spec(
+    cfg: CollectConfig,
+    *,
+    backend_factory: Callable[[str], Backend] | None = None,
+    agents_factory: Callable[[], AgentRegistry] | None = None,
+) -> EnvSpec:
+    """The environment of a collection: every call through the record/replay cache, faults injected."""
+    spec = EnvSpec.default(max_tokens=cfg.subagent_max_tokens, faults=cfg.faults())
+    factory = backend_factory or default_backend_factory
+    if cfg.cache_mode != "off":
+        cache = Path(cfg.cache_path) if cfg.cache_path else cfg.out / CACHE_FILE
+        factory = CachingFactory(factory, cache, cfg.cache_mode)  # type: ignore[arg-type]  # checked there
+    spec = dataclasses.replace(spec, backend_factory=factory)
+    if agents_factory is not None:
+        spec = dataclasses.replace(spec, agents_factory=agents_factory)
+    return spec
+
+
+def collect(
+    cfg: CollectConfig,
+    *,
+    spec: EnvSpec | None = None,
+    on_start: StartHook | None = None,
+    on_attempt: AttemptHook | None = None,
+) -> CollectReport:
+    """Sample, grade and log the attempts still missing, then select and write the dataset.
+
+    ``spec`` is the environment (default :func:`env_spec`: the cache and the config's faults).
+    """
+    out = cfg.out
+    out.mkdir(parents=True, exist_ok=True)
+    check_settings(cfg)
+    items = questions(cfg)
+    log = AttemptLog(out / ATTEMPTS_FILE)
+    _repair_tail(log.path)
+    earlier: dict[str, list[Attempt]] = {}
+    for a in latest(log.read()):
+        if cfg.retry_errors and a.get("status") == "error":
+            continue  # sampled again; the new line replaces it
+        earlier.setdefault(str(a["id"]), []).append(a)
+    todo = [q for q in items if not _finished(cfg, earlier.get(q.key, []))]
+    if on_start is not None:
+        on_start(len(items), len(items) - len(todo))
+    t0 = time.monotonic()
+    asyncio.run(_sample_all(cfg, spec or env_spec(cfg), todo, earlier, log, on_attempt))
+    wall = time.monotonic() - t0
+    keys = {q.key for q in items}
+    attempts = [a for a in latest(log.read()) if a["id"] in keys]
+    selection = select(attempts, max_tool_share=cfg.max_tool_share)
+    dataset = out / DATASET_FILE
+    write_dataset(selection.kept, dataset)
+    parquet = write_parquet(selection.kept, out / PARQUET_FILE)
+    summary = summarize(cfg, attempts, selection, wall_s=wall)
+    summary_path = out / SUMMARY_FILE
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return CollectReport(summary, log.path, dataset, parquet, summary_path)
+
+
+def check_settings(cfg: CollectConfig) -> None:
+    """Record the sampling settings in ``collect.json``; a rerun that changes them is a UsageError
+    (its attempts would mix with the earlier ones)."""
+    path = cfg.out / SETTINGS_FILE
+    now = {name: getattr(cfg, name) for name in SAMPLING_FIELDS}
+    if path.is_file():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(
+            k for k in SAMPLING_FIELDS if k in before and before[k] != json.loads(json.dumps(now[k]))
+        )
+        if changed:
+            raise UsageError(
+                f"{cfg.out} holds attempts sampled with other {', '.join(changed)}",
+                hint="use a new output_dir, or the settings of the earlier run (see its collect.json)",
+            )
+    path.write_text(json.dumps(now, indent=2) + "\n", encoding="utf-8")
+
+
+def latest(attempts: Sequence[Attempt]) -> list[Attempt]:
+    """The last attempt logged for each (question, sample), in first-logged order.
+
+    >>> [a["v"] for a in latest([{"id": "q", "sample": 0, "v": 1}, {"id": "q", "sample": 0, "v": 2}])]
+    [2]
+    """
+    last: dict[tuple[str, int], Attempt] = {}
+    for a in attempts:
+        last[(str(a["id"]), int(a["sample"]))] = a
+    return list(last.values())
+
+
+def _finished(cfg: CollectConfig, attempts: Sequence[Attempt]) -> bool:
+    done = {int(a["sample"]) for a in attempts}
+    if cfg.stop_when_recovered and any(a.get("recovered") for a in attempts):
+        return True
+    return all(k in done for k in range(cfg.samples))
+
+
+async def _sample_all(
+    cfg: CollectConfig,
+    spec: EnvSpec,
+    todo: Sequence[Question],
+    earlier: Mapping[str, list[Attempt]],
+    log: AttemptLog,
+    on_attempt: AttemptHook | None,
+) -> None:
+    env = Environment(spec)
+    queue = iter(todo)
+
+    async def worker() -> None:
+        for q in queue:
+            attempts = list(earlier.get(q.key, []))
+            for k in range(cfg.samples):
+                if _finished(cfg, attempts):
+                    break
+                if any(int(a["sample"]) == k for a in attempts):
+                    continue
+                system = cfg.system_for(k)
+                result = await run(system, q.sample.question, env, corpus=q.source.corpus)
+                verdict = await grade(result, q.sample, q.source.scorer, env)
+                attempt = attempt_stats(q, k, system.seed, result, verdict)
+                log.append(attempt)
+                attempts.append(attempt)
+                if on_attempt is not None:
+                    on_attempt(attempt, _finished(cfg, attempts))
+
+    try:
+        await asyncio.gather(*(worker() for _ in range(cfg.concurrency)))
+    finally:
+        await env.aclose()

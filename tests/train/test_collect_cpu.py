@@ -1,0 +1,349 @@
+"""``masorch train collect``: a scripted teacher over a small training set, graded, selected, written.
+
+The teacher is a function of the conversation and the sampling seed: on its first turn it calls a
+tool; after a failed call it calls the tool again (a recovery); then it answers, right or wrong as
+the script for that question and seed says. No model is called anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from masorch.backends.base import Backend, Completion, GenerateConfig, Message, ToolCall, Usage
+from masorch.backends.scripted import ScriptedBackend
+from masorch.cli.train import register
+from masorch.errors import BackendError, UsageError
+from masorch.run.faults import ToolFaults
+from masorch.train.collect import (
+    ATTEMPTS_FILE,
+    DATASET_FILE,
+    PARQUET_FILE,
+    SUMMARY_FILE,
+    collect,
+    env_spec,
+)
+from masorch.train.collect_config import CollectConfig, DataConfig, describe_collect, load_collect_config
+from masorch.train.collect_select import select, tool_shares
+
+#: question -> (gold, tool the teacher calls, seeds whose final answer is right)
+SCRIPT: dict[str, tuple[str, str, set[int]]] = {
+    "What is 2+3?": ("5", "cot", {0, 1, 2, 3}),
+    "What is 7*6?": ("42", "cot", {1}),
+    "What is 9-9?": ("0", "review", set()),
+}
+
+
+def teacher_turn(messages: Sequence[Message], config: GenerateConfig) -> Completion:
+    """The scripted teacher's next turn (see the module docs)."""
+    question = next(m.content for m in messages if m.role == "user")
+    gold, tool, right = SCRIPT[question]
+    tool_messages = [m for m in messages if m.role == "tool"]
+    if not tool_messages or re.match(r"status: (EXEC_ERR|TIMEOUT)", tool_messages[-1].content):
+        name, args = tool, {"task": f"Work out: {question}"}
+    else:
+        name, args = "final_answer", {"answer": gold if config.seed in right else "-1"}
+    turn = len([m for m in messages if m.role == "assistant"])
+    call = ToolCall(name, json.dumps(args), id=f"call_{turn}")
+    return Completion("", usage=Usage(20, 6, 1), finish="tool_calls", tool_calls=(call,))
+
+
+class Models:
+    """The backends of the scripted environment, counting the teacher's real (uncached) calls."""
+
+    def __init__(self) -> None:
+        self.teacher = ScriptedBackend(teacher_turn, name="teacher")
+        self.sub = ScriptedBackend(lambda m, c: "Worked out. \\boxed{7}", name="sub")
+
+    def __call__(self, spec: str) -> Backend:
+        return {"scripted:teacher": self.teacher, "scripted:sub": self.sub}[spec]
+
+
+def data_file(tmp_path: Path) -> Path:
+    path = tmp_path / "train.jsonl"
+    rows = [
+        {"id": f"q{i}", "question": q, "answer": gold} for i, (q, (gold, _, _)) in enumerate(SCRIPT.items())
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def config(tmp_path: Path, **fields: Any) -> CollectConfig:
+    base: dict[str, Any] = {
+        "teacher": "scripted:teacher",
+        "subagent": "scripted:sub",
+        "data": [DataConfig(spec=str(data_file(tmp_path)), scorer="exact")],
+        "samples": 4,
+        "temperature": 0.7,
+        "fault_rate": 0.0,
+        "max_tool_share": 1.0,
+        "concurrency": 2,
+        "output_dir": str(tmp_path / "out"),
+    }
+    return CollectConfig(**{**base, **fields})
+
+
+def run_collect(cfg: CollectConfig, models: Models | None = None):
+    models = models or Models()
+    return collect(cfg, spec=env_spec(cfg, backend_factory=models)), models
+
+
+def lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_collect_keeps_one_correct_trajectory_per_question_and_writes_the_dataset(tmp_path: Path) -> None:
+    report, models = run_collect(config(tmp_path, stop_when_recovered=False))
+    assert {(c.temperature, c.seed) for _, c in models.teacher.calls} == {(0.7, k) for k in range(4)}
+    out = tmp_path / "out"
+    attempts = lines(out / ATTEMPTS_FILE)
+    assert len(attempts) == 12  # 3 questions x K=4
+    assert sorted({a["seed"] for a in attempts}) == [0, 1, 2, 3]
+    records = lines(out / DATASET_FILE)
+    # q0 right with every seed, q1 with seed 1 only, q2 never: two questions kept, one record each.
+    assert [(r["question_id"], r["stats"]["seed"]) for r in records] == [("train/q0", 0), ("train/q1", 1)]
+    assert all(r["stats"]["correct"] for r in records)
+    s = report.summary
+    assert (s["questions"], s["attempts"], s["attempts_correct"], s["kept"]) == (3, 12, 5, 2)
+    assert s["questions_without_correct"] == 1
+
+
+def test_dataset_record_schema(tmp_path: Path) -> None:
+    run_collect(config(tmp_path, samples=1))
+    rec = lines(tmp_path / "out" / DATASET_FILE)[0]
+    assert set(rec) == {"id", "dataset", "question_id", "messages", "tools", "meta", "stats"}
+    roles = [m["role"] for m in rec["messages"]]
+    assert roles[:3] == ["system", "user", "assistant"] and "tool" in roles and roles[-1] == "assistant"
+    call = rec["messages"][2]["tool_calls"][0]
+    assert call["type"] == "function" and json.loads(call["function"]["arguments"])["task"]
+    tool_msg = next(m for m in rec["messages"] if m["role"] == "tool")
+    assert tool_msg["tool_call_id"] == call["id"] and tool_msg["content"].startswith("status: OK")
+    assert {t["function"]["name"] for t in rec["tools"]} >= {"cot", "final_answer"}
+    stats = rec["stats"]
+    for key in (
+        "sample",
+        "seed",
+        "rounds",
+        "statuses",
+        "tools",
+        "recovered",
+        "tokens",
+        "correct",
+        "failures",
+    ):
+        assert key in stats, key
+    assert stats["tools"] == {"cot": 1} and stats["statuses"] == {"OK": 1} and stats["rounds"] == 1
+    assert stats["tokens"]["total"] > 0 and stats["tokens"]["orchestrator_completion"] == 12
+    table = pq.read_table(tmp_path / "out" / PARQUET_FILE).to_pylist()
+    assert [r["id"] for r in table] == [rec["id"]]
+    assert table[0]["messages"][2]["tool_calls"][0]["function"]["name"] == "cot"
+    assert json.loads(table[0]["tools"]) == rec["tools"] and json.loads(table[0]["stats"]) == stats
+    summary = json.loads((tmp_path / "out" / SUMMARY_FILE).read_text())
+    assert summary["kept"] == 1 and summary["tool_shares_kept"] == {"cot": 1.0}
+
+
+def test_faults_make_recoveries_and_recovered_trajectories_are_preferred(tmp_path: Path) -> None:
+    cfg = config(tmp_path, fault_rate=0.5, faults_per_run=1, stop_when_recovered=False, cache_mode="off")
+    report, models = run_collect(cfg)
+    attempts = lines(tmp_path / "out" / ATTEMPTS_FILE)
+    injected = [a for a in attempts if a["injected"]]
+    assert injected and all(a["failures"] >= 1 for a in injected)
+    assert all(a["injected"] <= 1 for a in attempts)
+    # q0 is right with every seed: the kept one is a recovery when any of its samples recovered.
+    q0 = [a for a in attempts if a["question_id"] == "train/q0"]
+    kept = {r["question_id"]: r for r in lines(tmp_path / "out" / DATASET_FILE)}
+    assert any(a["recovered"] for a in q0)
+    assert kept["train/q0"]["stats"]["recovered"]
+    failed = next(
+        m
+        for m in kept["train/q0"]["messages"]
+        if m["role"] == "tool" and not m["content"].startswith("status: OK")
+    )
+    assert "inject" not in failed["content"]  # the orchestrator reads a real-looking failure
+    assert any(c["injected"] for c in kept["train/q0"]["meta"]["calls"])
+    assert report.summary["injected_faults"] == sum(a["injected"] for a in attempts)
+    # An injected call does not reach the sub-agent: fewer sub-agent calls than tool calls.
+    tool_calls = sum(sum(a["tools"].values()) for a in attempts)
+    assert len(models.sub.calls) == tool_calls - report.summary["injected_faults"]
+
+
+def test_stop_when_recovered_saves_samples(tmp_path: Path) -> None:
+    cfg = config(tmp_path, fault_rate=1.0, faults_per_run=1)
+    run_collect(cfg)
+    attempts = lines(tmp_path / "out" / ATTEMPTS_FILE)
+    q0 = [a for a in attempts if a["question_id"] == "train/q0"]
+    assert len(q0) == 1 and q0[0]["recovered"]  # the first sample recovered: no more were drawn
+
+
+def test_resume_skips_finished_attempts_and_replays_from_the_cache(tmp_path: Path) -> None:
+    cfg = config(tmp_path, stop_when_recovered=False)
+    _, first = run_collect(cfg)
+    path = tmp_path / "out" / ATTEMPTS_FILE
+    whole = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    # A killed run: 7 attempts written, the 8th cut off mid-line.
+    path.write_text("".join(whole[:7]) + whole[7][:40], encoding="utf-8")
+    report, second = run_collect(cfg)
+    again = lines(path)
+    assert len(again) == 12
+    assert sorted((a["id"], a["sample"]) for a in again) == sorted(
+        (json.loads(x)["id"], json.loads(x)["sample"]) for x in whole
+    )
+    assert len(second.teacher.calls) == 0  # the 5 redone attempts came from the call cache
+    assert report.summary["attempts"] == 12 and report.summary["kept"] == 2
+    # A finished collection runs nothing and writes the same dataset.
+    before = (tmp_path / "out" / DATASET_FILE).read_text()
+    _, third = run_collect(cfg)
+    assert len(third.teacher.calls) == 0 and len(lines(path)) == 12
+    assert (tmp_path / "out" / DATASET_FILE).read_text() == before
+    assert len(first.teacher.calls) > 0
+
+
+def test_a_rerun_with_other_sampling_settings_is_refused(tmp_path: Path) -> None:
+    run_collect(config(tmp_path, samples=1))
+    with pytest.raises(UsageError, match="temperature"):
+        run_collect(config(tmp_path, samples=1, temperature=0.9))
+    # Selection and K may change: a rerun re-selects (and samples only what is missing).
+    report, _ = run_collect(config(tmp_path, samples=2, max_tool_share=0.9))
+    assert report.summary["attempts"] == 6 and report.summary["max_tool_share"] == 0.9
+
+
+def test_retry_errors_samples_failed_runs_again(tmp_path: Path) -> None:
+    cfg = config(tmp_path, samples=1, cache_mode="off")
+    models = Models()
+    broken = Models()
+    broken.teacher = ScriptedBackend(
+        [BackendError("server down", retryable=False)], name="teacher", cycle=True
+    )
+    run_collect(cfg, broken)
+    path = tmp_path / "out" / ATTEMPTS_FILE
+    assert [a["status"] for a in lines(path)] == ["error"] * 3
+    report, _ = run_collect(cfg, models)
+    assert len(models.teacher.calls) == 0 and report.summary["kept"] == 0  # errors are attempts too
+    report, _ = run_collect(config(tmp_path, samples=1, cache_mode="off", retry_errors=True), models)
+    assert len(models.teacher.calls) > 0 and report.summary["attempts"] == 3
+    assert report.summary["kept"] == 1 and len(lines(path)) == 6  # the new lines replace the old
+
+
+def att(
+    q: str, k: int, *, correct: bool = True, recovered: bool = False, tools: dict[str, int], total: int = 10
+):
+    return {
+        "id": q,
+        "sample": k,
+        "correct": correct,
+        "recovered": recovered,
+        "tools": tools,
+        "tokens": {"total": total},
+    }
+
+
+def test_select_prefers_recovered_then_cheaper_and_drops_wrong() -> None:
+    attempts = [
+        att("a", 0, tools={"cot": 1}, total=5),
+        att("a", 1, tools={"cot": 2}, recovered=True, total=50),
+        att("b", 0, tools={"cot": 1}, total=30),
+        att("b", 1, tools={"cot": 1}, total=20),
+        att("c", 0, tools={"cot": 1}, correct=False),
+    ]
+    s = select(attempts, max_tool_share=1.0)
+    assert [(a["id"], a["sample"]) for a in s.kept] == [("a", 1), ("b", 1)]
+    assert s.questions == 3 and s.questions_without_correct == 1
+
+
+def test_tool_balance_swaps_then_drops() -> None:
+    attempts = [
+        att("a", 0, tools={"cot": 2}, recovered=True),
+        att("a", 1, tools={"sc": 1}),
+        att("b", 0, tools={"cot": 1}),
+        att("c", 0, tools={"review": 1}),
+        att("d", 0, tools={"cot": 3}),
+    ]
+    s = select(attempts, max_tool_share=0.5)
+    # cot makes 6 of 7 calls: d (3 cot, no other candidate) is dropped, a moves to its sc sample.
+    assert [(a["id"], a["sample"]) for a in s.kept] == [("a", 1), ("b", 0), ("c", 0)]
+    assert (s.swapped_for_balance, s.dropped_for_balance) == (1, 1)
+    assert max(s.shares.values()) <= 0.5
+    assert s.shares == tool_shares(s.kept)
+
+
+def test_tool_balance_holds_on_random_sets() -> None:
+    import random
+
+    rng = random.Random(3)
+    tools = ["cot", "sc", "review", "python"]
+    for _ in range(200):
+        attempts = [
+            att(f"q{q}", k, correct=rng.random() < 0.7, tools={rng.choice(tools): rng.randint(1, 3)})
+            for q in range(8)
+            for k in range(3)
+        ]
+        share = rng.choice([0.3, 0.5, 0.8])
+        s = select(attempts, max_tool_share=share)
+        assert all(v <= share + 1e-9 for v in s.shares.values())
+        assert len({a["id"] for a in s.kept}) == len(s.kept)
+        assert all(a["correct"] for a in s.kept)
+
+
+def test_fault_draws_are_seeded_and_near_the_rate() -> None:
+    f = ToolFaults(rate=0.3, seed=7)
+    draws = [f.draw("Q", seed, f"r{r}c{c}") for seed in range(20) for r in range(1, 11) for c in range(1, 5)]
+    assert draws == [
+        f.draw("Q", seed, f"r{r}c{c}") for seed in range(20) for r in range(1, 11) for c in range(1, 5)
+    ]
+    share = sum(d is not None for d in draws) / len(draws)
+    assert 0.25 < share < 0.35
+    assert {d for d in draws if d} == {"EXEC_ERR", "TIMEOUT"}
+    assert draws != [ToolFaults(rate=0.3, seed=8).draw("Q", s, n) for s, n in _keys()]
+    with pytest.raises(UsageError, match="probability"):
+        ToolFaults(rate=1.5)
+    with pytest.raises(UsageError, match="kinds"):
+        ToolFaults(rate=0.5, kinds=("BUDGET",))  # type: ignore[arg-type]
+
+
+def _keys() -> list[tuple[int, str]]:
+    return [(seed, f"r{r}c{c}") for seed in range(20) for r in range(1, 11) for c in range(1, 5)]
+
+
+def test_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="teacher"):
+        CollectConfig()
+    with pytest.raises(UsageError, match="temperature"):
+        config(tmp_path, temperature=0.0)
+    with pytest.raises(UsageError, match="fault kinds"):
+        config(tmp_path, fault_kinds=["FORMAT_ERR"])
+    with pytest.raises(UsageError, match="multi-round"):
+        config(tmp_path, system="mas:low").system_for(0)
+    p = tmp_path / "c.yaml"
+    p.write_text("teacher: openai:gpt-4o-mini\ndata: [{spec: math500}]\nsample: 3\n")
+    with pytest.raises(UsageError, match="did you mean 'samples'"):
+        load_collect_config(p)
+    p.write_text("teacher: openai:gpt-4o-mini\ndata: [{spec: math500}]\nsystem_fields: {max_round: 3}\n")
+    with pytest.raises(UsageError, match="max_round"):
+        load_collect_config(p)
+    names = [name for name, _, _ in describe_collect()]
+    assert "max_tool_share" in names and "data[]: spec" in names
+
+
+def test_cli_collect_with_progress(tmp_path: Path) -> None:
+    models = Models()
+    app = typer.Typer()
+    factory: Callable[[CollectConfig], Any] = lambda cfg: env_spec(cfg, backend_factory=models)  # noqa: E731
+    register(app, collect_env=factory)
+    p = tmp_path / "collect.yaml"
+    p.write_text(
+        "teacher: scripted:teacher\nsubagent: scripted:sub\n"
+        f"data: [{{spec: {data_file(tmp_path)}, scorer: exact}}]\n"
+        f"samples: 2\ntemperature: 0.5\nmax_tool_share: 1.0\noutput_dir: {tmp_path / 'cli'}\n"
+    )
+    result = CliRunner().invoke(app, ["train", "collect", "--config", str(p), "--set", "fault_rate=0"])
+    assert result.exit_code == 0, result.output
+    assert "kept 2 of 3 questions" in result.output and "collect" in result.output
+    assert (tmp_path / "cli" / DATASET_FILE).is_file()
