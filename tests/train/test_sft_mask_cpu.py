@@ -13,6 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("transformers")  # the masks are checked on real chat templates
+pytest.importorskip("tokenizers")
 from sft_helpers import RECORD, tokenizer_for
 
 from masorch.errors import UsageError
