@@ -29,14 +29,7 @@ SC = KindSignature(
     summary="Self-consistency: n independent chain-of-thought samples, majority vote on the answer.",
     params=(
         ParamSpec(name="n", type="int", default=5, minimum=1, maximum=16, description="number of samples"),
-        ParamSpec(
-            name="temperature",
-            type="float",
-            default=0.7,
-            minimum=0.0,
-            maximum=2.0,
-            description="sampling temperature of each sample",
-        ),
+        TEMPERATURE.model_copy(update={"default": 0.7, "description": "sampling temperature of each sample"}),
     ),
 )
 
