@@ -33,10 +33,21 @@ def _overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def _show_config(console: Console) -> None:
-    from masorch.train.config import describe
-
-    _show_table(console, describe(), "masorch train grpo: config fields")
+def _config_or_fields(
+    console: Console,
+    command: str,
+    config: Path | None,
+    show_config: bool,
+    describe: Callable[[], list[tuple[str, str, str]]],
+    example: str,
+) -> Path | None:
+    """The ``--config`` of ``masorch train COMMAND``, or None once ``--show-config`` listed the fields."""
+    if show_config:
+        _show_table(console, describe(), f"masorch train {command}: config fields")
+        return None
+    if config is None:
+        raise UsageError("no --config given", hint=f"masorch train {command} --config {example}")
+    return config
 
 
 def _show_table(console: Console, rows: list[tuple[str, str, str]], title: str) -> None:
@@ -93,12 +104,12 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
         show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
     ) -> None:
         """Train the orchestrator with TRL's GRPOTrainer; reward = the executed plan's correctness."""
+        from masorch.train.config import describe
+
         console = Console()
-        if show_config:
-            _show_config(console)
+        path = _config_or_fields(console, "grpo", config, show_config, describe, "train.yaml")
+        if path is None:
             return
-        if config is None:
-            raise UsageError("no --config given", hint="masorch train grpo --config train.yaml")
         import logging
 
         from masorch.train.config import load_config
@@ -106,7 +117,7 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
 
         # The root logger is set up by masorch's main (WARNING); training progress is worth INFO.
         logging.getLogger("masorch").setLevel(logging.INFO)
-        cfg = load_config(config, _overrides(set_))
+        cfg = load_config(path, _overrides(set_))
 
         def on_log(line: dict[str, Any]) -> None:
             keys = (
@@ -137,17 +148,13 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
         show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
     ) -> None:
         """Sample a teacher's multi-round trajectories, keep the correct ones, write an SFT dataset."""
+        from masorch.train.collect_config import describe_collect, load_collect_config
+
         console = Console()
-        if show_config:
-            from masorch.train.collect_config import describe_collect
-
-            _show_table(console, describe_collect(), "masorch train collect: config fields")
+        path = _config_or_fields(console, "collect", config, show_config, describe_collect, "collect.yaml")
+        if path is None:
             return
-        if config is None:
-            raise UsageError("no --config given", hint="masorch train collect --config collect.yaml")
-        from masorch.train.collect_config import load_collect_config
-
-        cfg = load_collect_config(config, _overrides(set_))
+        cfg = load_collect_config(path, _overrides(set_))
         report = _collect_with_progress(console, cfg, collect_env(cfg) if collect_env else None)
         s = report.summary
         console.print(
@@ -163,21 +170,19 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
         show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
     ) -> None:
         """Masked SFT of the orchestrator on collected trajectories (loss on its own tokens only)."""
-        console = Console()
-        if show_config:
-            from masorch.train.sft_config import describe_sft
+        from masorch.train.sft_config import describe_sft
 
-            _show_table(console, describe_sft(), "masorch train sft: config fields")
+        console = Console()
+        path = _config_or_fields(console, "sft", config, show_config, describe_sft, "sft.yaml")
+        if path is None:
             return
-        if config is None:
-            raise UsageError("no --config given", hint="masorch train sft --config sft.yaml")
         import logging
 
         from masorch.train.sft import train_sft
         from masorch.train.sft_config import load_sft_config
 
         logging.getLogger("masorch").setLevel(logging.INFO)
-        cfg = load_sft_config(config, _overrides(set_))
+        cfg = load_sft_config(path, _overrides(set_))
 
         def on_log(line: dict[str, Any]) -> None:
             keys = ("step", "loss", "grad_norm", "learning_rate", "wall_s")
