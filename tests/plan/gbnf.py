@@ -2,7 +2,8 @@
 
 It reads one rule per line (literals, character classes, rule references, groups, ``|`` and the
 postfix operators ``? * + {m} {m,} {m,n}``), and gives a recognizer (the grammar, which has no
-recursion, as one Python regular expression) and a random sampler of the grammar's language.
+recursion, as one Python regular expression, or a memoised matcher for grammars whose shared rules
+would make that expression too large) and a random sampler of the grammar's language.
 """
 
 from __future__ import annotations
@@ -160,9 +161,48 @@ def to_regex(rules: dict[str, Node], name: str = "root") -> str:
     return go(rules[name])
 
 
+def matches(rules: dict[str, Node], text: str, name: str = "root") -> bool:
+    """Whether ``text`` is in the language of rule ``name``: the end positions each rule can reach
+    from each start, memoised per rule and start (a plan-by-reference grammar shares its states,
+    so inlining it into one regular expression would grow exponentially)."""
+    memo: dict[tuple[str, int], frozenset[int]] = {}
+
+    def rule(ref: str, pos: int) -> frozenset[int]:
+        key = (ref, pos)
+        if key not in memo:
+            memo[key] = frozenset(go(rules[ref], pos))
+        return memo[key]
+
+    def go(node: Node, pos: int) -> set[int]:
+        if node.op == "lit":
+            value = str(node.value)
+            return {pos + len(value)} if text.startswith(value, pos) else set()
+        if node.op == "cls":
+            return {pos + 1} if pos < len(text) and _in_class(text[pos], node.value) else set()
+        if node.op == "ref":
+            return set(rule(str(node.value), pos))
+        if node.op == "seq":
+            ends = {pos}
+            for item in node.items:
+                ends = {e for start in ends for e in go(item, start)}
+            return ends
+        if node.op == "alt":
+            return {e for item in node.items for e in go(item, pos)}
+        ends, frontier, count = {pos} if node.lo == 0 else set(), {pos}, 0
+        while frontier and (node.hi is None or count < node.hi):
+            frontier = {e for start in frontier for e in go(node.items[0], start) if e != start}
+            count += 1
+            if count >= node.lo:
+                ends |= frontier
+        return ends
+
+    return len(text) in rule(name, 0)
+
+
 def sample(rules: dict[str, Node], rng: random.Random, name: str = "root") -> str:
     """One random string of the language of rule ``name``."""
     out: list[str] = []
+    allowed_in: dict[object, list[str]] = {}
 
     def count(lo: int, hi: int | None) -> int:
         top = lo + 3 if hi is None else hi
@@ -177,7 +217,9 @@ def sample(rules: dict[str, Node], rng: random.Random, name: str = "root") -> st
         if node.op == "lit":
             out.append(str(node.value))
         elif node.op == "cls":
-            allowed = [c for c in _TRICKY if _in_class(c, node.value)]
+            if node.value not in allowed_in:
+                allowed_in[node.value] = [c for c in _TRICKY if _in_class(c, node.value)]
+            allowed = allowed_in[node.value]
             if rng.random() < 0.1 or not allowed:
                 negated, ranges = node.value  # type: ignore[misc]
                 if not negated:

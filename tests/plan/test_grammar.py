@@ -5,6 +5,7 @@ Set ``MASORCH_UPDATE_GOLDEN=1`` to rewrite the golden grammars after a deliberat
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import re
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from masorch.agents.signatures import builtin_catalogue
 from masorch.plan import DoM, Limits, check
 from masorch.plan.catalogue import KindSignature, ParamSpec
-from masorch.plan.grammar import GrammarLimits, plan_grammar
+from masorch.plan.grammar import GrammarLimits, max_plan_agents, plan_grammar
 
 GOLDEN = Path(__file__).parent / "golden" / "grammar"
 CASES = [("calls", DoM.HIGH), ("calls", DoM.LOW), ("xml", DoM.HIGH), ("xml", DoM.LOW)]
@@ -73,30 +74,54 @@ def _verdict(text: str, dialect: str, dom: DoM) -> tuple[set[str], set[str], set
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rng=st.randoms(use_true_random=False))
 def test_every_grammar_string_reads_without_a_parse_error(dialect: str, dom: DoM, rng: random.Random) -> None:
-    rules = gbnf.read(_grammar(dialect, dom))
+    rules = _rules(dialect, dom)
     text = gbnf.sample(rules, rng)
     parse_errors, errors, warnings = _verdict(text, dialect, dom)
     assert not parse_errors, text
-    assert errors <= GRAPH_ERRORS, (errors, text)
+    # A calls plan by reference is a connected DAG with one sink by construction.
+    assert errors <= (set() if (dialect, dom) == ("calls", DoM.HIGH) else GRAPH_ERRORS), (errors, text)
     assert warnings <= ALLOWED_WARNINGS, (warnings, text)
-    # The sampler and the recognizer agree (the regex is what the handwritten cases use).
-    assert re.fullmatch(gbnf.to_regex(rules), text, re.S), text
+    # The sampler and the recognizer agree (the recognizer is what the handwritten cases use).
+    assert _recognize(rules, (dialect, dom), text), text
+
+
+def _recognize(rules: dict[str, gbnf.Node], case: tuple[str, DoM], text: str) -> bool:
+    # A plan by reference shares its states between rules, so one regular expression of it would
+    # grow exponentially: it gets the memoised matcher; the others the (faster) regular expression.
+    if case == ("calls", DoM.HIGH):
+        return gbnf.matches(rules, text)
+    return re.fullmatch(gbnf.to_regex(rules), text, re.S) is not None
+
+
+@functools.cache
+def _rules(dialect: str, dom: DoM) -> dict[str, gbnf.Node]:
+    return gbnf.read(_grammar(dialect, dom))
 
 
 def _matches(text: str, dialect: str, dom: DoM) -> bool:
-    return re.fullmatch(gbnf.to_regex(gbnf.read(_grammar(dialect, dom))), text, re.S) is not None
+    return _recognize(_rules(dialect, dom), (dialect, dom), text)
+
+
+def test_the_two_recognizers_agree() -> None:
+    rules = _rules("calls", DoM.LOW)
+    for text in [*VALID_CALLS_LOW, *(t for d, t in INVALID_CALLS if d == "low")]:
+        assert gbnf.matches(rules, text) == (re.fullmatch(gbnf.to_regex(rules), text, re.S) is not None)
 
 
 VALID_CALLS_HIGH = [
-    'create_agent(id="leap", kind="cot", task="Which of the years 1900 to 1903 are leap years?")\n'
-    'create_agent(id="count", kind="sc", task="The leap years are: ${leap}. Add up the days.", n=5)\n',
+    'create_agent(id="a1", kind="cot", task="Which of the years 1900 to 1903 are leap years?")\n'
+    'create_agent(id="a2", kind="sc", n=5, task="The leap years are: ${a1}. Add up the days.")\n',
     "Thought: two independent look-ups, then a debate; y > 2 is fine here.\n"
-    'create_agent(id="a", kind="search", task="Find X where x < 5.", top_k=3, max_hops=2)\n'
-    'create_agent(id="b", kind="python", task="Compute ${a} squared.", timeout_s=12.5, max_attempts=2)\n'
-    'create_agent(id="c", kind="debate", task="Use ${a} and ${b}.", roles=["Judge", "Critic"], rounds=2)\n'
-    'create_agent(id="d", kind="reflexion", task="Check ${c}.", max_rounds=3)\n',
-    'create_agent(id="solve", kind="cot", task="", temperature=2.0)\n',
-    'create_agent(id="tex", kind="cot", task="Simplify \\\\frac{1}{2}, quoting \\"x\\".\\n")',
+    'create_agent(id="a1", kind="search", top_k=3, max_hops=2, task="Find X where x < 5, in $.")\n'
+    'create_agent(id="a2", kind="python", timeout_s=12.5, max_attempts=2, task="Compute ${a1} squared.")\n'
+    'create_agent(id="a3", kind="debate", roles=["Judge", "Critic"], rounds=2, task="Use ${a1} and ${a2}.")\n'
+    'create_agent(id="a4", kind="reflexion", max_rounds=3, task="Check ${a3.rationale}.")\n',
+    'create_agent(id="a1", kind="cot", temperature=2.0, task="")\n',
+    'create_agent(id="a1", kind="cot", task="Simplify \\\\frac{1}{2}, quoting \\"x\\".\\n")',
+    # a1 and a2 in parallel, a3 uses a1, the final a4 uses what no one else does
+    'create_agent(id="a1", kind="cot", task="x")\ncreate_agent(id="a2", kind="cot", task="y")\n'
+    'create_agent(id="a3", kind="cot", task="${a1}!")\n\n'
+    'create_agent(id="a4", kind="sc", task="${a3} ${a2}")',
 ]
 VALID_CALLS_LOW = [
     'create_agent(id="solve", kind="sc", task="", n=5)\n',
@@ -105,15 +130,30 @@ VALID_CALLS_LOW = [
     'final_answer("\\\\frac{1}{2}")',
 ]
 INVALID_CALLS = [
-    ("high", 'create_agent(id="a", kind="magic", task="x")\n'),  # a kind not offered
-    ("high", 'create_agent(id="a", kind="sc", task="x", n=40)\n'),  # out of range
-    ("high", 'create_agent(id="a", kind="sc", task="x", k=4)\n'),  # not a parameter
-    ("high", 'create_agent(id="1a", kind="cot", task="x")\n'),  # not an id
+    ("high", 'create_agent(id="a1", kind="magic", task="x")\n'),  # a kind not offered
+    ("high", 'create_agent(id="a1", kind="sc", n=40, task="x")\n'),  # out of range
+    ("high", 'create_agent(id="a1", kind="sc", k=4, task="x")\n'),  # not a parameter
+    ("low", 'create_agent(id="1a", kind="cot", task="x")\n'),  # not an id
     ("high", 'final_answer("4")\n'),  # no direct answer at DoM high
-    ("high", 'Thought: use create_agent(...)\ncreate_agent(id="a", kind="cot", task="x")\n'),
-    ("high", 'create_agent(id="a", kind="cot", task="the <think> tag")\n'),
+    ("high", 'Thought: use create_agent(...)\ncreate_agent(id="a1", kind="cot", task="x")\n'),
+    ("high", 'create_agent(id="a1", kind="cot", task="the <think> tag")\n'),
     # several agents and the last one uses no upstream answer: no join
-    ("high", 'create_agent(id="a", kind="cot", task="x")\ncreate_agent(id="b", kind="cot", task="y")\n'),
+    ("high", 'create_agent(id="a1", kind="cot", task="x")\ncreate_agent(id="a2", kind="cot", task="y")\n'),
+    # an agent no later one uses (a1), though the last one uses an answer
+    (
+        "high",
+        'create_agent(id="a1", kind="cot", task="x")\ncreate_agent(id="a2", kind="cot", task="y")\n'
+        'create_agent(id="a3", kind="cot", task="${a2}")\n',
+    ),
+    ("high", 'create_agent(id="a", kind="cot", task="x")\n'),  # ids are a1, a2, ... in order
+    ("high", 'create_agent(id="a2", kind="cot", task="x")\n'),
+    ("high", 'create_agent(id="a1", kind="cot", task="${a1}")\n'),  # no self-reference
+    *(
+        ("high", f'create_agent(id="a1", kind="cot", task="x")\ncreate_agent(id="a2", kind="sc", task="{t}")')
+        for t in ("${a3}", "${b}", "$${a1}", "<${a1}")  # later, unknown, or smuggled past the grammar
+    ),
+    # the task comes last, after the parameters
+    ("high", 'create_agent(id="a1", kind="sc", task="x", n=3)\n'),
     # flows are written as ${id} references: a small model loops on create_flow lines
     (
         "high",
@@ -178,8 +218,12 @@ def test_the_grammar_offers_only_the_catalogue_and_its_limits() -> None:
     catalogue = {k: v for k, v in builtin_catalogue().items() if k not in ("search", "python")}
     text = plan_grammar("calls", catalogue, DoM.HIGH, Limits(max_agents=3, max_flows=4))
     assert '"search"' not in text and '"python"' not in text and '"debate"' not in text.replace("debate-", "")
-    # references only, and a plan of several agents ends with a final agent that uses an answer
-    assert "(agent | agent (eol agent)? eol final) eol?" in text and "create_flow" not in text
+    # references only: agents a1..a3 and no flow lines
+    assert 'id=\\"a3\\"' in text and 'id=\\"a4\\"' not in text and "create_flow" not in text
+    six = plan_grammar("calls", catalogue, DoM.HIGH)  # the by-reference bound, below Limits' 10
+    assert 'id=\\"a6\\"' in six and 'id=\\"a7\\"' not in six
+    assert max_plan_agents("calls", DoM.HIGH, Limits()) == 6
+    assert max_plan_agents("json", DoM.HIGH, Limits()) == 10
     flows = plan_grammar(
         "calls", catalogue, DoM.HIGH, Limits(max_agents=3), GrammarLimits(max_declared_flows=9)
     )
@@ -200,7 +244,7 @@ def test_parameters_the_grammar_cannot_bound() -> None:
         ),
     }
     text = plan_grammar("calls", kinds, DoM.HIGH)
-    assert 'kind-free ::= "\\"free\\", task=" task\n' in text  # the optional parameter is left to its default
+    assert 'head-free ::= "\\"free\\""\n' in text  # the optional parameter is left to its default
     assert '"needs"' not in text  # a kind whose required parameter cannot be written is left out
     with pytest.raises(ValueError, match="no kind"):
         plan_grammar("calls", {"needs": kinds["needs"]}, DoM.HIGH)

@@ -4,9 +4,15 @@ An orchestrator call decodes under its dialect's grammar where the backend can (
 server, vLLM): every kind is one the run offers, every parameter is one its kind takes with a value
 in range, agents and flows are counted within the limits, and every string is bounded so a small
 model cannot loop to the token limit. The language of each grammar is a subset of what
-:func:`masorch.plan.check` reads in that dialect without a parse error; what a context-free grammar
-cannot say (unique ids, flows between existing agents, no cycle, one sink) is left to the validator
-and its repair message.
+:func:`masorch.plan.check` reads in that dialect without a parse error.
+
+The calls grammar at DoM high (plans by reference) goes further: agents are named ``a1``, ``a2``,
+... in the order they are written, a task's ``${aJ}`` names only an earlier agent, and the plan may
+end only once every agent but the last is used by a later one. The grammar counts the unused agents
+(a bounded number of agents makes that finite), so every plan it allows is a connected DAG with one
+sink, the final agent: unique ids, existing references, no cycle. What the other grammars cannot
+say (unique ids, flows between existing agents, no cycle, one sink) is left to the validator and
+its repair message.
 
 Reasoning before the plan stays possible: the calls grammar allows one ``Thought: ...`` line first,
 the xml grammar one ``<thinking>...</thinking>`` block (the released MAS-Orchestra format). Both
@@ -48,6 +54,9 @@ class GrammarLimits:
     #: prompt asks for create_agent lines only and the grammar allows none: a small model that
     #: writes flows loops on them to the token cap (plan-validity run 3)
     max_declared_flows: int = 0
+    #: most agents of a calls plan by reference at DoM high (also capped by ``Limits.max_agents``):
+    #: the grammar tracks which earlier agents are still unused, so its size grows as 2^n
+    max_ref_agents: int = 6
     #: most characters of an agent id (ids allow 64; short ids are what models write)
     max_id_chars: int = 32
     #: most characters of a free string parameter, an xml description, a list item
@@ -64,6 +73,13 @@ _SPACES = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028
 # before a character that cannot start a tag (a "<think>" inside a task would make the calls reader
 # set text aside as reasoning). A unit is one or two characters.
 _STR_CHAR = '([^"\\\\<\\x00-\\x1f\\x7f] | "\\\\" ["\\\\nt] | "<" [^"\\\\<A-Za-z/!?\\x00-\\x1f\\x7f])'
+# A unit of a task in a plan by reference: as _STR_CHAR, but "${" only opens a reference the
+# grammar writes itself (a "$" is followed by anything but "{", "$", a quote or a backslash, and a
+# "<" never by "$"), so no text reads as a reference to an agent that does not exist.
+_REF_STR_CHAR = (
+    '([^"\\\\<$\\x00-\\x1f\\x7f] | "\\\\" ["\\\\nt] | "<" [^"\\\\<$A-Za-z/!?\\x00-\\x1f\\x7f]'
+    ' | "$" [^{$"\\\\<\\x00-\\x1f\\x7f])'
+)
 # The first unit of a direct answer: also no white space (an answer is stripped, never empty).
 _ANSWER_FIRST = f'([^"\\\\<\\x00-\\x1f\\x7f{_SPACES}] | "\\\\" ["\\\\])'
 # Text between xml tags: anything but "<" (so no tag opens or closes inside it).
@@ -98,6 +114,16 @@ def plan_grammar(
     if dialect == "xml":
         return _XmlGrammar(catalogue, dom, limits, bounds).text()
     raise ValueError(f"no grammar for dialect {dialect!r}: the json dialect uses a JSON schema")
+
+
+def max_plan_agents(dialect: str, dom: DoM, limits: Limits, bounds: GrammarLimits | None = None) -> int:
+    """The most agents a plan may have, as the orchestrator's prompt states it: a calls plan at DoM
+    high has the by-reference grammar's bound, constrained or not (one prompt for both decodings)."""
+    if dom is DoM.LOW:
+        return 1
+    if dialect == "calls" and (bounds or GrammarLimits()).max_declared_flows == 0:
+        return max(1, min(limits.max_agents, (bounds or GrammarLimits()).max_ref_agents))
+    return limits.max_agents
 
 
 def gbnf_literal(text: str) -> str:
@@ -252,28 +278,21 @@ class _CallsGrammar(_Grammar):
 
     def text(self) -> str:
         r, b = self.r, self.bounds
-        r.add("id", f"[A-Za-z] [A-Za-z0-9_-]{{0,{max(0, b.max_id_chars - 1)}}}")
-        r.add("qid", '"\\"" id "\\""')
         r.add("char", _STR_CHAR)
-        r.add("task", f'"\\"" {_repeat("char", 0, self.task_chars())} "\\""'.replace("  ", " "))
         # Calls are separated by one line break or two (a blank line, e.g. between agents and
         # flows), and the plan may end right after its last ")": a model that wants a blank line or
         # to stop there must not be pushed into writing another call instead.
         r.add("eol", '"\\n" "\\n"?')
-        kinds = self.kinds(self.kind)
-        r.add("agent", '"create_agent(id=" qid ", kind=" ' + _alts(kinds) + ' ")"')
         lo, hi = self.agent_count()
-        body = "agent " + _repeat("(eol agent)", max(0, lo - 1), hi - 1)
         if self.dom is DoM.HIGH and hi > 1 and self.flow_count() == 0:
-            # Flows are references: a plan of several agents ends with its final agent, whose task
-            # uses an upstream answer (a small model otherwise writes parallel agents and no join).
-            half = max(0, self.task_chars() // 2)
-            ref = '"${" id ("." ("rationale" | "answer"))? "}"'
-            r.add("reftask", f'"\\"" char{{0,{half}}} {ref} char{{0,{half}}} "\\""')
-            finals = [self.kind(sig, task="reftask") for sig in self.catalogue.values()]
-            final = _alts([k for k in finals if k is not None])
-            r.add("final", '"create_agent(id=" qid ", kind=" ' + final + ' ")"')
-            body = f"(agent | agent {_repeat('(eol agent)', 0, hi - 2)} eol final)".replace("  ", " ")
+            body = self.by_reference(min(hi, b.max_ref_agents))
+        else:
+            r.add("id", f"[A-Za-z] [A-Za-z0-9_-]{{0,{max(0, b.max_id_chars - 1)}}}")
+            r.add("qid", '"\\"" id "\\""')
+            r.add("task", f'"\\"" {_repeat("char", 0, self.task_chars())} "\\""'.replace("  ", " "))
+            kinds = self.kinds(self.kind)
+            r.add("agent", '"create_agent(id=" qid ", kind=" ' + _alts(kinds) + ' ")"')
+            body = "agent " + _repeat("(eol agent)", max(0, lo - 1), hi - 1)
         if self.dom is DoM.HIGH and self.flow_count() > 0:
             r.add("flow", '"create_flow(" qid ", " qid ")"')
             body += " " + _repeat("(eol flow)", 0, self.flow_count())
@@ -289,13 +308,72 @@ class _CallsGrammar(_Grammar):
         r.rules["root"] = body
         return r.text()
 
-    def kind(self, sig: KindSignature, task: str = "task") -> str | None:
+    def kind(self, sig: KindSignature) -> str | None:
         params = self.params(sig, lambda spec: self.param(sig, spec))
         if params is None:
             return None
         head = gbnf_literal(json.dumps(sig.kind, ensure_ascii=False) + ", task=")
-        name = _rule_name("kind", sig.kind) if task == "task" else _rule_name("final", sig.kind)
-        return self.r.add(name, f"{head} {task} {params}".strip())
+        return self.r.add(_rule_name("kind", sig.kind), f"{head} task {params}".strip())
+
+    def head(self, sig: KindSignature) -> str | None:
+        """A kind and its parameters, written before the task (a plan by reference ends each call
+        with its task, so what follows a task depends only on the references in it)."""
+        params = self.params(sig, lambda spec: self.param(sig, spec))
+        if params is None:
+            return None
+        kind = gbnf_literal(json.dumps(sig.kind, ensure_ascii=False))
+        return self.r.add(_rule_name("head", sig.kind), f"{kind} {params}".strip())
+
+    def by_reference(self, n: int) -> str:
+        """Agents ``a1`` .. ``a{n}`` whose tasks name earlier agents as ``${aJ}``; the plan ends
+        only when every agent but the last is used. Returns the body of the plan.
+
+        States: ``t-K-P-C`` is inside agent K's task with P (a bit set) the earlier agents no one
+        uses yet and C references written in this task (at most K-1); ``n-K-P`` follows agent K.
+        Only states from which the plan can still end are written.
+        """
+        r, half = self.r, max(0, self.task_chars() // 2)
+        r.add("rchar", _REF_STR_CHAR)
+        r.add("first", f"rchar{{0,{self.task_chars()}}}")  # a1 has no one to refer to
+        r.add("seg", f"rchar{{0,{half}}}")
+        r.add("field", '("." ("rationale" | "answer"))?')
+        r.add("head", _alts(self.kinds(self.head)))
+        done: set[str] = set()
+
+        def call(k: int) -> str:
+            opening = gbnf_literal('create_agent(id="a' + str(k) + '", kind=')
+            return f"{opening} head {gbnf_literal(', task=' + chr(34))}"
+
+        def alive(k: int, unused: int, refs: int) -> bool:
+            return k < n or unused.bit_count() <= (k - 1) - refs
+
+        def task(k: int, unused: int, refs: int) -> str:
+            name = f"t-{k}-{unused}-{refs}"
+            if name in done:
+                return name
+            done.add(name)
+            options = []
+            for j in range(1, k) if refs < k - 1 else ():
+                left = unused & ~(1 << (j - 1))
+                if alive(k, left, refs + 1):
+                    options.append(f'"${{a{j}" field "}}" {task(k, left, refs + 1)}')
+            if k < n or not unused:
+                options.append(f'"\\")" {after(k, unused)}'.strip())
+            r.add(name, ("first " if k == 1 else "seg ") + _alts(options))
+            return name
+
+        def after(k: int, unused: int) -> str:
+            if k == n:
+                return ""  # unused is empty here: the plan ends with a_n, its final agent
+            name = f"n-{k}-{unused}"
+            if name not in done:
+                done.add(name)
+                more = unused | (1 << (k - 1))
+                nxt = f"eol {call(k + 1)} {task(k + 1, more, 0)}"
+                r.add(name, f"({nxt})?" if not unused else nxt)
+            return name
+
+        return f"{call(1)} {task(1, 0, 0)}"
 
     def param(self, sig: KindSignature, spec: ParamSpec) -> str | None:
         value = self.value(spec)
@@ -396,4 +474,4 @@ class _XmlGrammar(_Grammar):
         return self.list_value(spec, item, ", ")
 
 
-__all__ = ["GrammarDialect", "GrammarLimits", "gbnf_literal", "plan_grammar"]
+__all__ = ["GrammarDialect", "GrammarLimits", "gbnf_literal", "max_plan_agents", "plan_grammar"]

@@ -20,7 +20,7 @@ from masorch.backends.base import Backend, Completion, GenerateConfig, Message
 from masorch.errors import BudgetExceeded, MasorchError, UsageError
 from masorch.plan import Diagnostic, DoM, Limits, check, repair_message
 from masorch.plan.catalogue import KindSignature, ParamSpec
-from masorch.plan.grammar import plan_grammar
+from masorch.plan.grammar import max_plan_agents, plan_grammar
 from masorch.plan.parse import Dialect
 from masorch.plan.parse_xml import KIND_TO_NAME, PARAM_TO_ARG
 from masorch.plan.refs import ID_PATTERN
@@ -97,7 +97,7 @@ def orchestrator_messages(
     if options.dialect == "xml":
         agents = [_xml_agent(sig) for sig in catalogue.values()]
         names = [a["name"] for a in agents]
-        max_agents = options.limits.max_agents
+        max_agents = max_plan_agents(options.dialect, options.dom, options.limits)
         system = render(
             "orchestrator/xml_system.j2", dom=dom, agents=agents, budget=budget, max_agents=max_agents
         )
@@ -110,7 +110,7 @@ def orchestrator_messages(
         dom=dom,
         catalogue=list(catalogue.values()),
         budget=budget,
-        max_agents=options.limits.max_agents,
+        max_agents=max_plan_agents(options.dialect, options.dom, options.limits),
         dialect=options.dialect,
     )
     return [Message("system", system), Message("user", render("orchestrator/user.j2", question=question))]
