@@ -220,9 +220,9 @@ def test_the_grammar_offers_only_the_catalogue_and_its_limits() -> None:
     assert '"search"' not in text and '"python"' not in text and '"debate"' not in text.replace("debate-", "")
     # references only: agents a1..a3 and no flow lines
     assert 'id=\\"a3\\"' in text and 'id=\\"a4\\"' not in text and "create_flow" not in text
-    six = plan_grammar("calls", catalogue, DoM.HIGH)  # the by-reference bound, below Limits' 10
-    assert 'id=\\"a6\\"' in six and 'id=\\"a7\\"' not in six
-    assert max_plan_agents("calls", DoM.HIGH, Limits()) == 6
+    four = plan_grammar("calls", catalogue, DoM.HIGH)  # the by-reference bound, below Limits' 10
+    assert 'id=\\"a4\\"' in four and 'id=\\"a5\\"' not in four
+    assert max_plan_agents("calls", DoM.HIGH, Limits()) == 4
     assert max_plan_agents("json", DoM.HIGH, Limits()) == 10
     flows = plan_grammar(
         "calls", catalogue, DoM.HIGH, Limits(max_agents=3), GrammarLimits(max_declared_flows=9)

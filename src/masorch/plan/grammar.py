@@ -48,15 +48,16 @@ class GrammarLimits:
     #: most characters of the reasoning before the plan (0: no reasoning prefix)
     max_thought_chars: int = 600
     #: most characters of a task in the calls dialect: every agent sees the question, so a task says
-    #: only what that agent must work out (small models otherwise copy the whole question into it)
-    max_task_chars: int = 300
+    #: only what that agent must work out (small models otherwise copy the question into it: run 3
+    #: copied it whole at 1000, the development plans before run 5 sentence by sentence at 300)
+    max_task_chars: int = 160
     #: most create_flow lines in the calls dialect. A ``${id}`` reference implies its flow, so the
     #: prompt asks for create_agent lines only and the grammar allows none: a small model that
     #: writes flows loops on them to the token cap (plan-validity run 3)
     max_declared_flows: int = 0
     #: most agents of a calls plan by reference at DoM high (also capped by ``Limits.max_agents``):
     #: the grammar tracks which earlier agents are still unused, so its size grows as 2^n
-    max_ref_agents: int = 6
+    max_ref_agents: int = 4
     #: most characters of an agent id (ids allow 64; short ids are what models write)
     max_id_chars: int = 32
     #: most characters of a free string parameter, an xml description, a list item
