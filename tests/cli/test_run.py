@@ -279,7 +279,7 @@ def test_the_plan_is_constrained_unless_no_constrain(flag, constrained):
     config = made["scripted:orch"].calls[0][1]
     assert (config.grammar is not None) == constrained
     if constrained:  # the grammar offers the registry's kinds only
-        assert "(kind-cot | kind-sc)" in config.grammar and "debate" not in config.grammar
+        assert "(head-cot | head-sc)" in config.grammar and "debate" not in config.grammar
 
 
 def _thousand_token_app(plan: str) -> typer.Typer:

@@ -240,7 +240,7 @@ async def test_mas_systems_constrain_their_plans_with_the_offered_kinds() -> Non
         await env.aclose()
     constrained, free = plans
     assert constrained.grammar is not None and free.grammar is None
-    assert "kind-cot" in constrained.grammar and "kind-search" not in constrained.grammar  # no corpus
+    assert "head-cot" in constrained.grammar and "head-search" not in constrained.grammar  # no corpus
     assert systems_from_yaml("systems: [{system: mas:low, model: m, constrain: false}]")[0].constrain is False
 
 
