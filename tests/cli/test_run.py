@@ -203,12 +203,18 @@ def test_rounds_flags_reach_the_run_and_the_trajectory_is_written(tmp_path):
     assert isinstance(bad.exception, UsageError) and "not 'MODEL: description'" in str(bad.exception)
 
 
-def test_max_tokens_caps_the_plan_and_sub_agent_calls():
+def test_max_tokens_caps_sub_agent_calls_and_plan_tokens_the_plan():
     made: dict = {}
-    result = CliRunner().invoke(make_app([PLAN], made), [*ARGS, "--json", "--max-tokens", "32"])
+    argv = [*ARGS, "--json", "--max-tokens", "32", "--plan-tokens", "640"]
+    result = CliRunner().invoke(make_app([PLAN], made), argv)
     assert json.loads(result.stdout)["status"] == "ok"
-    configs = [c for _, c in made["scripted:orch"].calls] + [c for _, c in made["scripted:sub"].calls]
-    assert len(configs) == 5 and {c.max_tokens for c in configs} == {32}
+    assert [c.max_tokens for _, c in made["scripted:orch"].calls] == [640]
+    sub = [c.max_tokens for _, c in made["scripted:sub"].calls]
+    assert len(sub) == 4 and set(sub) == {32}
+    # Unset, the plan keeps its own default, whatever the sub-agents' cap.
+    made = {}
+    CliRunner().invoke(make_app([PLAN], made), [*ARGS, "--json", "--max-tokens", "32"])
+    assert [c.max_tokens for _, c in made["scripted:orch"].calls] == [1024]
 
 
 def test_default_model_not_pulled_is_a_usage_error_naming_the_pull_command(tmp_path, monkeypatch, capsys):

@@ -81,6 +81,16 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         orchestrator: str | None = typer.Option(None, "--orchestrator", help="Orchestrator model (mas)."),
         judge: str | None = typer.Option(None, "--judge", help="Judge-role model inside systems."),
         dialect: str | None = typer.Option(None, "--dialect", help="Plan dialect: calls, json or xml."),
+        prompt: str | None = typer.Option(
+            None,
+            "--prompt",
+            help="Orchestrator prompt (mas): default, or official (the MAS-Orchestra layout).",
+        ),
+        prompt_file: Path | None = typer.Option(  # noqa: B008
+            None,
+            "--prompt-file",
+            help="YAML copy of the official templates (mas; implies --prompt official).",
+        ),
         repair: int | None = typer.Option(None, "--repair", min=0, help="Plan repair rounds (mas)."),
         constrain: bool | None = typer.Option(
             None, "--constrain/--no-constrain", help="Grammar-constrained plans (mas; default on)."
@@ -157,6 +167,8 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             "orchestrator": orchestrator,
             "judge": judge,
             "dialect": dialect,
+            "prompt": prompt,
+            "prompt_file": str(prompt_file) if prompt_file is not None else None,
             "repair": repair,
             "constrain": constrain,
             "plan_tokens": plan_tokens,

@@ -63,6 +63,17 @@ def register(
         dialect: str | None = typer.Option(
             None, "--dialect", help="Plan dialect: calls, json or xml (default calls; plan mode)."
         ),
+        prompt: str | None = typer.Option(
+            None,
+            "--prompt",
+            help="Orchestrator prompt: default, or official (the layout the MAS-Orchestra checkpoints were "
+            "trained on; xml dialect, free decoding, 8192 plan tokens; plan mode).",
+        ),
+        prompt_file: Path | None = typer.Option(  # noqa: B008
+            None,
+            "--prompt-file",
+            help="YAML copy of the official templates: system, user, developer (implies --prompt official).",
+        ),
         repair: int | None = typer.Option(
             None, "--repair", min=0, help="Times a rejected plan is sent back (default 0; plan mode)."
         ),
@@ -106,7 +117,13 @@ def register(
             None, "--chat-out", help="Write the trajectory as a chat-format JSON record (rounds modes)."
         ),
         max_tokens: int = typer.Option(
-            1024, "--max-tokens", min=16, help="Most completion tokens of one call (plan or sub-agent)."
+            1024, "--max-tokens", min=16, help="Most completion tokens of one sub-agent call."
+        ),
+        plan_tokens: int | None = typer.Option(
+            None,
+            "--plan-tokens",
+            min=16,
+            help="Most tokens of the orchestrator's plan or turn (1024; 8192 with --prompt official).",
         ),
         threads: int | None = typer.Option(
             None, "--threads", min=1, help="CPU threads of an embedded (local:) model (default: all cores)."
@@ -147,6 +164,8 @@ def register(
         plan_flags = {
             "--dom": dom,
             "--dialect": dialect,
+            "--prompt": prompt,
+            "--prompt-file": prompt_file,
             "--repair": repair,
             "--constrain/--no-constrain": constrain,
             "--prune/--no-prune": prune,
@@ -164,6 +183,9 @@ def register(
         label = f"mas:{dom or 'high'}" if mode == "plan" else f"mas:{mode}"
         fields: dict[str, Any] = {
             "dialect": dialect,
+            "prompt": prompt,
+            "prompt_file": str(prompt_file) if prompt_file is not None else None,
+            "plan_tokens": plan_tokens,
             "repair": repair,
             "constrain": constrain,
             "prune": prune,
@@ -182,7 +204,6 @@ def register(
             orchestrator=orchestrator or subagent or DEFAULT_MODEL,
             judge=judge,
             agent_models=dict(_kind_model(s) for s in agent_model),
-            plan_tokens=max_tokens,
             budget=Budget(max_calls=budget_calls, max_tokens=budget_tokens, max_cost=budget_cost),
             timeout_s=timeout,
             node_timeout_s=node_timeout,
