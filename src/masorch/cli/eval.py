@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from masorch.agents.signatures import AgentProfileName, agent_profile_name
 from masorch.backends.prices import PricedFactory, price_table
 from masorch.errors import UsageError
 from masorch.eval.datasets.custom import FieldMap
@@ -39,6 +40,7 @@ class EnvArgs:
     threads: int | None = None
     scorer_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     slots: int | None = None
+    agent_profile: AgentProfileName = "default"
 
 
 #: The run's environment flags -> the environment (backends, agents, scorers) of a run.
@@ -53,6 +55,7 @@ def default_env_factory(args: EnvArgs) -> EnvSpec:
         scorer_options=args.scorer_options,
         n_threads=args.threads,
         slots=args.slots,
+        agent_profile=args.agent_profile,
     )
 
 
@@ -107,6 +110,11 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         seed: int = typer.Option(0, "--seed", help="Seed of --sample and of the bootstrap."),
         max_tokens: int | None = typer.Option(
             None, "--max-tokens", min=1, help="Completion cap of each sub-agent call."
+        ),
+        agent_profile: str = typer.Option(
+            "default",
+            "--agents",
+            help="Agent profile: default, or paper (the official MAS-Orchestra agents).",
         ),
         threads: int | None = typer.Option(
             None, "--threads", min=1, help="CPU threads of an embedded (local:) model."
@@ -196,7 +204,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             scorer=scorer,
         )
         scorer_options = {"llm_judge": {"model": scorer_judge}} if scorer_judge else {}
-        env = (env_factory or default_env_factory)(EnvArgs(cache, max_tokens, threads, scorer_options, slots))
+        profile = agent_profile_name(agent_profile)
+        env_args = EnvArgs(cache, max_tokens, threads, scorer_options, slots, profile)
+        env = (env_factory or default_env_factory)(env_args)
         table = price_table(files=prices, flags=price, config=config)
         env = dataclasses.replace(env, backend_factory=PricedFactory(env.backend_factory, table))
         options = EvalOptions(

@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.live import Live
 
 from masorch.agents.base import AgentRegistry, Retriever
+from masorch.agents.signatures import agent_profile_name
 from masorch.backends.base import Backend
 from masorch.backends.cache import CachingFactory
 from masorch.backends.prices import PricedFactory, price_table
@@ -119,6 +120,12 @@ def register(
         max_tokens: int = typer.Option(
             1024, "--max-tokens", min=16, help="Most completion tokens of one sub-agent call."
         ),
+        agent_profile: str | None = typer.Option(
+            None,
+            "--agents",
+            help="Agent profile: default, or paper (the official MAS-Orchestra agents; the default "
+            "with --prompt official).",
+        ),
         plan_tokens: int | None = typer.Option(
             None,
             "--plan-tokens",
@@ -218,7 +225,7 @@ def register(
             make_backend = CachingFactory(make_backend, cache, "replay" if replay else "read_write")
         env = EnvSpec(
             backend_factory=PricedFactory(make_backend, price_table(files=prices, flags=price)),
-            agents_factory=functools.partial(agents_factory or default_agents_factory, max_tokens),
+            agents_factory=_agents_factory(agents_factory, max_tokens, agent_profile, system),
             retriever_factory=retriever_factory or default_retriever_factory,
         )
         result = asyncio.run(_run(system, question, env, corpus=corpus, trace=trace, as_json=as_json))
@@ -226,6 +233,20 @@ def register(
             _write_record(chat_out, result.trajectory.to_chat())
         if not result.ok:
             raise typer.Exit(1)
+
+
+def _agents_factory(
+    given: AgentsFactory | None, max_tokens: int, profile: str | None, system: System
+) -> Callable[[], AgentRegistry]:
+    """The registry builder of this run: an injected factory (which has no profiles), or the
+    built-in agents of ``profile`` (unset: the official agents with the official prompt)."""
+    if given is not None:
+        if profile not in (None, "default"):
+            raise UsageError(f"this masorch offers no agent profile {profile!r}", hint="leave out --agents")
+        return functools.partial(given, max_tokens)
+    if profile is None:
+        profile = "paper" if system.prompt == "official" and system.mode == "mas" else "default"
+    return functools.partial(default_agents_factory, max_tokens, agent_profile_name(profile))
 
 
 async def _run(
