@@ -23,12 +23,16 @@ def messages(dom: DoM, **fields):
     return orchestrator_messages("What is 17 cubed?", builtin_catalogue(), OrchestrateOptions.of(system))
 
 
-@pytest.mark.parametrize("dom", [DoM.LOW, DoM.HIGH])
-def test_official_prompt_snapshots(dom):
-    got = messages(dom, prompt="official")
+@pytest.mark.parametrize(
+    ("dom", "family"),
+    [(DoM.LOW, "general"), (DoM.HIGH, "general"), (DoM.LOW, "choice"), (DoM.HIGH, "masbench")],
+)
+def test_official_prompt_snapshots(dom, family):
+    got = messages(dom, prompt="official", prompt_family=family)
     assert [m.role for m in got] == ["system", "user", "user"]  # the developer block last, as trained
     text = "\n\n".join(f"=== {m.role}\n{m.content}" for m in got)
-    path = SNAPSHOTS / f"orchestrator_official_{dom.value}.txt"
+    suffix = "" if family == "general" else f"_{family}"
+    path = SNAPSHOTS / f"orchestrator_official_{dom.value}{suffix}.txt"
     if os.environ.get("MASORCH_UPDATE_SNAPSHOTS"):
         path.write_text(text + "\n")
     assert text + "\n" == path.read_text()
@@ -51,6 +55,24 @@ def test_the_developer_block_lists_the_checkpoints_agents_as_json(dom):
     assert set(listed["DebateAgent"]["required_arguments"]) == {"agent_input", "debate_roles"}
     assert all(set(a["required_arguments"]) <= {"agent_input", "debate_roles"} for a in listed.values())
     assert listed["SCAgent"]["fixed_settings"]["n"] == 5
+
+
+def test_the_task_families_change_the_examples_and_the_agents():
+    choice = messages(DoM.LOW, prompt="official", prompt_family="choice")
+    assert (
+        "<answer>B</answer>" in choice[1].content
+        and "<answer>B</answer>" not in messages(DoM.LOW, prompt="official")[1].content
+    )
+    masbench = messages(DoM.HIGH, prompt="official", prompt_family="masbench")
+    names = {line.strip() for line in masbench[1].content.splitlines() if "<agent_name>" in line}
+    assert names == {"<agent_name>CoTAgent</agent_name>"}  # the MASBench prompts offer CoT only
+    assert "SCAgent:" not in masbench[2].content and "CoTAgent:" in masbench[2].content
+    assert list(official_catalogue(builtin_catalogue(), DoM.HIGH, "masbench")) == ["cot"]
+    for dom, family in ((DoM.HIGH, "choice"), (DoM.LOW, "masbench")):
+        with pytest.raises(UsageError, match="prompt_family"):
+            messages(dom, prompt="official", prompt_family=family)
+    with pytest.raises(UsageError, match="prompt_family"):
+        messages(DoM.LOW, prompt_family="choice")  # a family of the default prompt
 
 
 def test_the_official_catalogue_offers_only_the_checkpoints_kinds():

@@ -84,16 +84,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         orchestrator: str | None = typer.Option(None, "--orchestrator", help="Orchestrator model (mas)."),
         judge: str | None = typer.Option(None, "--judge", help="Judge-role model inside systems."),
         dialect: str | None = typer.Option(None, "--dialect", help="Plan dialect: calls, json or xml."),
-        prompt: str | None = typer.Option(
-            None,
-            "--prompt",
-            help="Orchestrator prompt (mas): default, or official (the MAS-Orchestra layout).",
-        ),
-        prompt_file: Path | None = typer.Option(  # noqa: B008
-            None,
-            "--prompt-file",
-            help="YAML copy of the official templates (mas; implies --prompt official).",
-        ),
+        prompt: str | None = typer.Option(None, "--prompt", help="Orchestrator prompt: default or official."),
+        prompt_file: Path | None = typer.Option(None, "--prompt-file", help="Official templates (YAML)."),  # noqa: B008
+        prompt_family: str | None = typer.Option(None, "--prompt-family", help="general, choice, masbench."),
         repair: int | None = typer.Option(None, "--repair", min=0, help="Plan repair rounds (mas)."),
         constrain: bool | None = typer.Option(
             None, "--constrain/--no-constrain", help="Grammar-constrained plans (mas; default on)."
@@ -177,6 +170,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             "dialect": dialect,
             "prompt": prompt,
             "prompt_file": str(prompt_file) if prompt_file is not None else None,
+            "prompt_family": prompt_family,
             "repair": repair,
             "constrain": constrain,
             "plan_tokens": plan_tokens,

@@ -75,6 +75,11 @@ def register(
             "--prompt-file",
             help="YAML copy of the official templates: system, user, developer (implies --prompt official).",
         ),
+        prompt_family: str | None = typer.Option(
+            None,
+            "--prompt-family",
+            help="Task family of the official prompt: general, choice (mas:low) or masbench (mas:high).",
+        ),
         repair: int | None = typer.Option(
             None, "--repair", min=0, help="Times a rejected plan is sent back (default 0; plan mode)."
         ),
@@ -173,6 +178,7 @@ def register(
             "--dialect": dialect,
             "--prompt": prompt,
             "--prompt-file": prompt_file,
+            "--prompt-family": prompt_family,
             "--repair": repair,
             "--constrain/--no-constrain": constrain,
             "--prune/--no-prune": prune,
@@ -192,6 +198,7 @@ def register(
             "dialect": dialect,
             "prompt": prompt,
             "prompt_file": str(prompt_file) if prompt_file is not None else None,
+            "prompt_family": prompt_family,
             "plan_tokens": plan_tokens,
             "repair": repair,
             "constrain": constrain,

@@ -30,6 +30,8 @@ OFFICIAL_KINDS: dict[DoM, tuple[str, ...]] = {
     DoM.LOW: ("cot", "sc", "debate", "reflexion"),
     DoM.HIGH: ("cot", "sc", "debate", "reflexion", "search"),
 }
+#: Families whose prompts offer fewer kinds: the MASBench arithmetic prompts list only CoT.
+FAMILY_KINDS: dict[str, tuple[str, ...]] = {"masbench": ("cot",)}
 #: The argument tags the official prompts ask for, per kind (beside ``agent_input``).
 OFFICIAL_ARGS: dict[str, tuple[str, ...]] = {"debate": ("roles",)}
 #: The placeholders of the official developer template -> the kind whose description replaces it.
@@ -57,12 +59,16 @@ class PromptFile:
     developer: str
 
 
-def official_catalogue(catalogue: Mapping[str, KindSignature], dom: DoM) -> dict[str, KindSignature]:
-    """The kinds of ``catalogue`` the official prompts offer at ``dom``, in their order.
+def official_catalogue(
+    catalogue: Mapping[str, KindSignature], dom: DoM, family: str = "general"
+) -> dict[str, KindSignature]:
+    """The kinds of ``catalogue`` the official prompts of ``dom`` and task ``family`` offer, in
+    their order.
 
     Signatures stay whole: the prompt names only :data:`OFFICIAL_ARGS`, but a plan that sets
     another parameter (``<n_samples>``) is still read and checked as in every other profile."""
-    return {kind: catalogue[kind] for kind in OFFICIAL_KINDS[dom] if kind in catalogue}
+    kinds = FAMILY_KINDS.get(family, OFFICIAL_KINDS[dom])
+    return {kind: catalogue[kind] for kind in kinds if kind in catalogue}
 
 
 def load_prompt_file(path: str | Path, dom: DoM) -> PromptFile:
@@ -107,15 +113,17 @@ def official_messages(
     dom: DoM,
     *,
     model: str,
+    family: str = "general",
     prompt_file: PromptFile | None = None,
 ) -> list[Message]:
     """The three messages of the official layout: system, user (rules, examples, question) and
     the developer block as a second user message, as the checkpoints were trained.
 
     ``catalogue`` is the offered one (:func:`official_catalogue` narrows it); ``model`` names the
-    sub-agents' model; ``prompt_file`` replaces masorch's texts with a user's copy.
+    sub-agents' model; ``family`` is the task family (``general``, ``choice``, ``masbench``);
+    ``prompt_file`` replaces masorch's texts with a user's copy.
     """
-    agents = [_agent(catalogue[kind]) for kind in official_catalogue(catalogue, dom)]
+    agents = [_agent(catalogue[kind]) for kind in official_catalogue(catalogue, dom, family)]
     if prompt_file is not None:
         described = {a["kind"]: a["json"] for a in agents}
         developer = prompt_file.developer
@@ -129,7 +137,7 @@ def official_messages(
     names = [a["name"] for a in agents]
     level = "minimal" if dom is DoM.LOW else "medium"
     system = render("orchestrator/official_system.j2", level=level, model=model)
-    user = render(f"orchestrator/official_user_{dom.value}.j2", names=names, question=question)
+    user = render(f"orchestrator/official_user_{dom.value}.j2", names=names, question=question, family=family)
     developer = render("orchestrator/official_developer.j2", level=level, model=model, agents=agents)
     return [Message("system", system), Message("user", user), Message("user", developer)]
 

@@ -37,7 +37,7 @@ from masorch.run.official import (
 from masorch.run.response import plan_text
 from masorch.run.result import RunResult, RunStatus
 from masorch.run.session import RunSession
-from masorch.run.system import PromptProfile, System
+from masorch.run.system import PromptFamily, PromptProfile, System
 from masorch.trace.events import PlanParsed, PlanRejected
 from masorch.trace.writer import TraceSink
 
@@ -73,6 +73,7 @@ class OrchestrateOptions:
     constrain: bool = True
     seed: int | None = None
     prompt: PromptProfile = "default"
+    prompt_family: PromptFamily = "general"
     prompt_file: PromptFile | None = None
     subagent_model: str = ""
 
@@ -96,6 +97,7 @@ class OrchestrateOptions:
             temperature=system.temperature,
             seed=system.seed,
             prompt=system.prompt,
+            prompt_family=system.prompt_family,
             prompt_file=load_prompt_file(system.prompt_file, system.dom) if system.prompt_file else None,
             subagent_model=model_name(system.model),
         )
@@ -108,7 +110,12 @@ def orchestrator_messages(
     profile: system, user and developer block, :func:`~masorch.run.official.official_messages`)."""
     if options.prompt == "official":
         return official_messages(
-            question, catalogue, options.dom, model=options.subagent_model, prompt_file=options.prompt_file
+            question,
+            catalogue,
+            options.dom,
+            model=options.subagent_model,
+            family=options.prompt_family,
+            prompt_file=options.prompt_file,
         )
     dom = options.dom.value
     budget = options.budget.describe()
@@ -258,7 +265,7 @@ async def _plan_and_run(
 ) -> RunResult:
     catalogue = agents.catalogue()
     if opts.prompt == "official":  # only the kinds the checkpoints know are offered, and accepted
-        catalogue = official_catalogue(catalogue, opts.dom)
+        catalogue = official_catalogue(catalogue, opts.dom, opts.prompt_family)
     messages = orchestrator_messages(question, catalogue, opts)
     config = plan_generate_config(catalogue, opts)
     text = ""

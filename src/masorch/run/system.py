@@ -36,6 +36,9 @@ Mode = Literal["sas", "mas", "rounds"]
 #: The orchestrator prompt profiles: masorch's own prompt, or the layout of the released
 #: MAS-Orchestra checkpoints (:mod:`masorch.run.official`; the xml dialect only).
 PromptProfile = Literal["default", "official"]
+#: The task families the official prompts come in: ``general``; ``choice`` (low DoM: answers
+#: written as a letter or an integer); ``masbench`` (high DoM: arithmetic word problems, CoT only).
+PromptFamily = Literal["general", "choice", "masbench"]
 #: The plan token cap when none is set: the default prompt's plans are short; the checkpoints were
 #: trained with up to 8192 response tokens, and their high-DoM plans run to several thousand.
 DEFAULT_PLAN_TOKENS: dict[str, int] = {"default": 1024, "official": 8192}
@@ -83,7 +86,8 @@ class System(BaseModel):
     sub-agents' (default 1024; 8192 with the official prompt). ``prompt`` picks the orchestrator
     prompt of a ``mas:low|high`` system: ``default`` (masorch's) or ``official`` (the message
     layout the released MAS-Orchestra checkpoints were trained on; xml dialect, which it selects
-    when no dialect is given, and free decoding unless ``constrain`` is set); ``prompt_file``
+    when no dialect is given, and free decoding unless ``constrain`` is set), ``prompt_family``
+    its task family (``general``, ``choice`` at low DoM, ``masbench`` at high DoM); ``prompt_file``
     loads a user's own copy of the official templates (YAML, see
     :func:`masorch.run.official.load_prompt_file`). ``timeout_s`` bounds the whole run and
     ``node_timeout_s`` each node; ``max_rounds`` and ``max_calls_per_round`` bound the rounds mode
@@ -108,6 +112,7 @@ class System(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     dialect: Dialect = "calls"
     prompt: PromptProfile = "default"
+    prompt_family: PromptFamily = "general"
     prompt_file: str | None = None
     repair: int = Field(default=0, ge=0)
     constrain: bool = True
@@ -201,6 +206,13 @@ class System(BaseModel):
                 f"{self.name}: the official prompt asks for the xml dialect, not {self.dialect!r}",
                 hint="use dialect xml (or leave it unset) with prompt official",
             )
+        if self.mode == "mas" and self.prompt_family != "general":
+            wants = {"choice": "low", "masbench": "high"}[self.prompt_family]
+            if self.prompt != "official" or self.variant != wants:
+                raise UsageError(
+                    f"{self.name}: prompt_family {self.prompt_family} is an official prompt for mas:{wants}",
+                    hint=f"use it with prompt official on mas:{wants}, or leave prompt_family unset",
+                )
         if self.prompt_file is not None and self.prompt != "official":
             raise UsageError(
                 f"{self.name}: prompt_file holds official templates, so it needs prompt official",
