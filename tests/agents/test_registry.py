@@ -71,3 +71,39 @@ def test_eval_and_train_offer_through_the_same_function():
     assert env.offered_agents(retriever=False) is env.offered_agents(retriever=False)
     cfg = TrainConfig(train=[SourceConfig(kind="masbench_gen")])
     assert list(train_agents(cfg).catalogue()) == ["cot", "sc", "debate", "reflexion", "python"]
+
+
+def test_the_paper_profile_is_the_official_agents_with_their_settings():
+    from masorch.agents.signatures import PAPER_PROFILE, agent_profile_name
+    from masorch.plan import AgentSpec, DoM, Plan, validate
+
+    paper = default_registry(profile="paper")
+    catalogue = paper.catalogue()
+    assert (
+        list(catalogue) == ["cot", "sc", "debate", "reflexion", "search"] == list(PAPER_PROFILE.catalogue())
+    )
+    defaults = {k: s.resolve({}) for k, s in catalogue.items()}
+    assert defaults["cot"] == {"temperature": 0.5}
+    assert defaults["sc"] == {"n": 5, "temperature": 0.5}
+    assert defaults["debate"]["rounds"] == 5 and defaults["reflexion"] == {"max_rounds": 5}
+    assert defaults["search"]["max_hops"] == 5
+    # The official reader fails on a debate without roles, so the paper profile asks for them.
+    plan = Plan(agents=(AgentSpec(id="d", kind="debate"),))
+    assert [d.code for d in validate(plan, DoM.LOW, catalogue).diagnostics] == ["missing_param"]
+    assert validate(plan, DoM.LOW, builtin_catalogue()).valid  # the default profile has default roles
+    with pytest.raises(UsageError, match="unknown agent profile"):
+        agent_profile_name("fancy")
+
+
+async def test_paper_agents_sample_every_call_at_the_official_temperature(make_ctx):
+    from masorch.agents.base import NodeInput
+
+    debate = default_registry(profile="paper").get("debate")
+    ctx = make_ctx([r"\boxed{1}"], cycle=True)
+    out = await debate.run(NodeInput("d", "q", "", params={"roles": ["Al", "Bo"]}), ctx)
+    assert out.answer == "1" and ctx.calls == 2 * 5 + 1  # 2 speakers x 5 rounds, then the judge
+    assert {config.temperature for _, config in ctx.backend.calls} == {0.5}
+    own = default_registry().get("debate")
+    ctx = make_ctx([r"\boxed{1}"], cycle=True)
+    await own.run(NodeInput("d", "q", "", params={"roles": ["Al", "Bo"]}), ctx)
+    assert {config.temperature for _, config in ctx.backend.calls} == {0.7, 0.0}  # speakers, judge

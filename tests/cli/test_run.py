@@ -203,12 +203,18 @@ def test_rounds_flags_reach_the_run_and_the_trajectory_is_written(tmp_path):
     assert isinstance(bad.exception, UsageError) and "not 'MODEL: description'" in str(bad.exception)
 
 
-def test_max_tokens_caps_the_plan_and_sub_agent_calls():
+def test_max_tokens_caps_sub_agent_calls_and_plan_tokens_the_plan():
     made: dict = {}
-    result = CliRunner().invoke(make_app([PLAN], made), [*ARGS, "--json", "--max-tokens", "32"])
+    argv = [*ARGS, "--json", "--max-tokens", "32", "--plan-tokens", "640"]
+    result = CliRunner().invoke(make_app([PLAN], made), argv)
     assert json.loads(result.stdout)["status"] == "ok"
-    configs = [c for _, c in made["scripted:orch"].calls] + [c for _, c in made["scripted:sub"].calls]
-    assert len(configs) == 5 and {c.max_tokens for c in configs} == {32}
+    assert [c.max_tokens for _, c in made["scripted:orch"].calls] == [640]
+    sub = [c.max_tokens for _, c in made["scripted:sub"].calls]
+    assert len(sub) == 4 and set(sub) == {32}
+    # Unset, the plan keeps its own default, whatever the sub-agents' cap.
+    made = {}
+    CliRunner().invoke(make_app([PLAN], made), [*ARGS, "--json", "--max-tokens", "32"])
+    assert [c.max_tokens for _, c in made["scripted:orch"].calls] == [1024]
 
 
 def test_default_model_not_pulled_is_a_usage_error_naming_the_pull_command(tmp_path, monkeypatch, capsys):
@@ -364,3 +370,43 @@ def test_cache_records_a_run_and_replay_answers_it_without_a_model(tmp_path):
     )
     refused = CliRunner().invoke(make_app([PLAN]), [*ARGS, "--replay"])
     assert isinstance(refused.exception, UsageError) and "--replay needs --cache" in str(refused.exception)
+
+
+DEBATE_NO_ROLES = """<thinking>Two views help.</thinking>
+<agent><agent_name>DebateAgent</agent_name><agent_description>d</agent_description>
+<required_arguments><agent_input></agent_input></required_arguments></agent>
+<answer>verdict</answer>"""
+
+
+def test_the_official_prompt_sends_three_messages_and_runs_the_paper_agents():
+    made: dict = {}
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """Test root."""
+
+    def factory(spec: str):
+        replies = [DEBATE_NO_ROLES] if spec == "scripted:orch" else (lambda m, c: "\\boxed{5}")
+        made[spec] = ScriptedBackend(replies, name=spec, cycle=spec == "scripted:orch")
+        return made[spec]
+
+    run_cli.register(app, backend_factory=factory)  # the built-in agents, so profiles apply
+    argv = [*ARGS, "--json", "--dom", "low", "--prompt", "official"]
+    paper = CliRunner().invoke(app, argv)
+    out = json.loads(paper.stdout)
+    # The paper profile asks for debate roles, as the official agents do; the plan is refused.
+    assert out["status"] == "invalid_plan" and [d["code"] for d in out["diagnostics"]] == ["missing_param"]
+    messages, config = made["scripted:orch"].calls[0]
+    assert [m.role for m in messages] == ["system", "user", "user"] and config.max_tokens == 8192
+    assert config.grammar is None  # free decoding, as trained
+    own = CliRunner().invoke(app, [*argv, "--agents", "default", "--plan-tokens", "2000"])
+    out = json.loads(own.stdout)
+    assert (out["status"], out["answer"]) == ("ok", "5")  # masorch's agents have default roles
+    assert made["scripted:orch"].calls[-1][1].max_tokens == 2000
+    bad = CliRunner().invoke(app, [*argv, "--dialect", "json"])
+    assert isinstance(bad.exception, UsageError) and "xml dialect" in str(bad.exception)
+    family = CliRunner().invoke(app, [*argv, "--prompt-family", "masbench"])
+    assert isinstance(family.exception, UsageError) and "mas:high" in str(family.exception)
+    rounds = CliRunner().invoke(app, [*ARGS, "--mode", "rounds", "--prompt", "official"])
+    assert isinstance(rounds.exception, UsageError)

@@ -268,6 +268,8 @@ def test_which_valid_xml_goldens_the_grammar_accepts() -> None:
     assert accepted == {
         "xml_high_diamond",
         "xml_high_edge_without_ref",
+        "xml_high_official_fan_in",
+        "xml_high_official_indented_edges",
         "xml_high_ref_without_edge",
         "xml_low_debate_roles",
         "xml_low_decomposed",

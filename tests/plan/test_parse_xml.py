@@ -44,6 +44,38 @@ def test_arguments_map_to_parameters():
     assert roles.plan is not None and roles.plan.agents[0].params == {"roles": ["A", "B"]}
 
 
+def test_list_arguments_read_in_either_quoting_like_the_checkpoints_reader():
+    for written in (
+        "['Judge', \"Critic's aide\"]",
+        '["Judge", "Critic\'s aide"]',
+        "('Judge', \"Critic's aide\")",
+    ):
+        result = parse(low("<answer>out</answer>", "", f"<debate_roles>{written}</debate_roles>"))
+        assert result.plan is not None and result.plan.agents[0].params == {
+            "roles": ["Judge", "Critic's aide"]
+        }
+    # Anything else stays text, which the validator then judges (never evaluated as code).
+    for written in ("Judge, Critic", "[__import__('os')]", "{'a': 1}", "['a', f(x)]"):
+        result = parse(low("<answer>out</answer>", "", f"<debate_roles>{written}</debate_roles>"))
+        assert result.plan is not None and result.plan.agents[0].params == {"roles": written}
+
+
+def test_a_lone_low_dom_agent_needs_no_output_id():
+    text = low("<answer>calc</answer>").replace("<agent_output_id>out</agent_output_id>\n", "")
+    named = parse(text)
+    assert codes(named) == [] and named.plan == Plan(agents=(AgentSpec(id="calc", kind="sc"),))
+    unnamed = parse(low("").replace("<agent_output_id>out</agent_output_id>\n", ""))
+    assert codes(unnamed) == ["answer_missing"] and unnamed.plan == Plan(
+        agents=(AgentSpec(id="agent", kind="sc"),)
+    )
+    # Beside another agent or an edge, a block without an id is still an error: the graph lost a node.
+    block = "<agent><agent_name>CoTAgent</agent_name></agent>"
+    two = parse(block + "<agent><agent_id>B</agent_id><agent_name>CoTAgent</agent_name></agent>")
+    assert codes(two) == ["missing_tag"]
+    edged = parse(block + "<edge><from>X</from><to>Y</to></edge>")
+    assert codes(edged) == ["missing_tag"]
+
+
 def test_agent_names_map_to_kinds():
     assert [
         kind_of(n) for n in ("CoTAgent", "scagent", "WebSearchAgent", "ReflexionAgent", "PlannerAgent")

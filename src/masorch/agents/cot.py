@@ -14,13 +14,14 @@ from masorch.plan.catalogue import KindSignature
 class CotAgent:
     """One call: the node's problem, upstream context and a request for a ``\\boxed{}`` answer."""
 
-    def __init__(self, *, max_tokens: int = 2048) -> None:
+    def __init__(self, *, max_tokens: int = 2048, signature: KindSignature | None = None) -> None:
         self._max_tokens = max_tokens
+        self._signature = signature or signatures.COT
 
     @property
     def signature(self) -> KindSignature:
-        """The ``cot`` kind's signature from the default catalogue."""
-        return signatures.COT
+        """The ``cot`` kind's signature (the default catalogue's unless an agent profile sets one)."""
+        return self._signature
 
     async def run(self, node: NodeInput, ctx: AgentContext) -> NodeOutput:
         """Ask once and extract the answer; a failed or empty reply is an error status."""

@@ -31,16 +31,22 @@ class DebateAgent:
     """
 
     def __init__(
-        self, *, max_tokens: int = 2048, speaker_temperature: float = 0.7, judge_temperature: float = 0.0
+        self,
+        *,
+        max_tokens: int = 2048,
+        speaker_temperature: float = 0.7,
+        judge_temperature: float = 0.0,
+        signature: KindSignature | None = None,
     ) -> None:
         self._max_tokens = max_tokens
         self._speaker_temperature = speaker_temperature
         self._judge_temperature = judge_temperature
+        self._signature = signature or signatures.DEBATE
 
     @property
     def signature(self) -> KindSignature:
-        """The ``debate`` kind's signature from the default catalogue."""
-        return signatures.DEBATE
+        """The ``debate`` kind's signature (the default catalogue's unless an agent profile sets one)."""
+        return self._signature
 
     async def run(self, node: NodeInput, ctx: AgentContext) -> NodeOutput:
         """Run the rounds, then ask the judge."""

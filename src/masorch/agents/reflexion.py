@@ -96,14 +96,17 @@ class ReflexionAgent:
     not accepted and its text becomes the feedback.
     """
 
-    def __init__(self, *, max_tokens: int = 2048, temperature: float = 0.0) -> None:
+    def __init__(
+        self, *, max_tokens: int = 2048, temperature: float = 0.0, signature: KindSignature | None = None
+    ) -> None:
         self._max_tokens = max_tokens
         self._temperature = temperature
+        self._signature = signature or signatures.REFLEXION
 
     @property
     def signature(self) -> KindSignature:
-        """The ``reflexion`` kind's signature from the default catalogue."""
-        return signatures.REFLEXION
+        """The ``reflexion`` kind's signature (the default catalogue's unless an agent profile sets one)."""
+        return self._signature
 
     async def run(self, node: NodeInput, ctx: AgentContext) -> NodeOutput:
         """Answer, then review and refine until accepted, settled, or out of rounds."""

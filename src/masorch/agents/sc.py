@@ -24,13 +24,14 @@ class SelfConsistencyAgent:
     does not vote; when no sample votes the node fails with every reason.
     """
 
-    def __init__(self, *, max_tokens: int = 2048) -> None:
+    def __init__(self, *, max_tokens: int = 2048, signature: KindSignature | None = None) -> None:
         self._max_tokens = max_tokens
+        self._signature = signature or signatures.SC
 
     @property
     def signature(self) -> KindSignature:
-        """The ``sc`` kind's signature from the default catalogue."""
-        return signatures.SC
+        """The ``sc`` kind's signature (the default catalogue's unless an agent profile sets one)."""
+        return self._signature
 
     async def run(self, node: NodeInput, ctx: AgentContext) -> NodeOutput:
         """Sample concurrently, vote, and answer with a winning sample's reasoning."""

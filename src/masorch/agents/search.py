@@ -63,16 +63,22 @@ class SearchAgent:
     requires: frozenset[str] = frozenset({"retriever"})
 
     def __init__(
-        self, *, max_tokens: int = 2048, temperature: float = 0.0, max_doc_chars: int = 1500
+        self,
+        *,
+        max_tokens: int = 2048,
+        temperature: float = 0.0,
+        max_doc_chars: int = 1500,
+        signature: KindSignature | None = None,
     ) -> None:
         self._max_tokens = max_tokens
         self._temperature = temperature
         self._max_doc_chars = max_doc_chars
+        self._signature = signature or signatures.SEARCH
 
     @property
     def signature(self) -> KindSignature:
-        """The ``search`` kind's signature from the default catalogue."""
-        return signatures.SEARCH
+        """The ``search`` kind's signature (the default catalogue's unless an agent profile sets one)."""
+        return self._signature
 
     async def run(self, node: NodeInput, ctx: AgentContext) -> NodeOutput:
         """Search hop by hop, then answer from what was found."""

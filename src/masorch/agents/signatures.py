@@ -1,11 +1,18 @@
-"""The signatures of the built-in sub-agents: the default catalogue, as data.
+"""The signatures of the built-in sub-agents, as data: the default catalogue and the agent profiles.
 
-Defaults follow the MAS-Orchestra paper's agents (docs/agents.md lists them). The agent classes take
-their signature from here, so the catalogue an orchestrator sees and what runs cannot drift apart.
+The ``default`` profile is masorch's: the paper's agents, plus ``python``, with defaults tuned for
+small local models (greedy single calls, 2 debate rounds). The ``paper`` profile is the agent set and
+the settings of the official MAS-Orchestra agents (docs/agents.md compares them). The agent classes
+take their signature from here, so the catalogue an orchestrator sees and what runs cannot drift
+apart; :func:`masorch.agents.registry.default_registry` builds a profile's agents.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
+from masorch.errors import UsageError
 from masorch.plan.catalogue import KindSignature, ParamSpec
 
 #: The sampling temperature of a one-call agent (greedy by default).
@@ -120,3 +127,63 @@ HISTORY_SIGNATURES: tuple[KindSignature, ...] = (REVIEW,)
 def builtin_catalogue() -> dict[str, KindSignature]:
     """The built-in plan kinds and their signatures, in the order an orchestrator sees them."""
     return {s.kind: s for s in BUILTIN_SIGNATURES}
+
+
+AgentProfileName = Literal["default", "paper"]
+
+
+@dataclass(frozen=True)
+class AgentProfile:
+    """A named agent set: the plan kinds with their signatures (defaults and ranges), and the
+    temperature of the calls inside an agent that no parameter sets (debate speakers and judge,
+    reflexion drafts, search steps; None: each agent's own)."""
+
+    name: AgentProfileName
+    signatures: tuple[KindSignature, ...]
+    inner_temperature: float | None = None
+
+    def catalogue(self) -> dict[str, KindSignature]:
+        """The profile's kinds and signatures, in catalogue order."""
+        return {s.kind: s for s in self.signatures}
+
+
+#: Every call of the official agents samples at this temperature.
+PAPER_TEMPERATURE = 0.5
+
+
+def _paper(sig: KindSignature, **defaults: object) -> KindSignature:
+    """``sig`` with the official agents' defaults (a ``temperature`` parameter at 0.5)."""
+    params = []
+    for p in sig.params:
+        if p.name == "temperature":
+            p = p.model_copy(update={"default": PAPER_TEMPERATURE})
+        if p.name in defaults:
+            update = defaults[p.name]
+            p = p.model_copy(update=update if isinstance(update, dict) else {"default": update})
+        params.append(p)
+    return sig.model_copy(update={"params": tuple(params)})
+
+
+#: masorch's own agents and defaults.
+DEFAULT_PROFILE = AgentProfile(name="default", signatures=BUILTIN_SIGNATURES)
+#: The official MAS-Orchestra agents: no python; 5 samples, 5 debate rounds (roles must be given),
+#: up to 5 reflexion rounds, up to 5 search steps; every call at temperature 0.5.
+PAPER_PROFILE = AgentProfile(
+    name="paper",
+    signatures=(
+        _paper(COT),
+        _paper(SC, n=5),
+        _paper(DEBATE, roles={"default": None, "required": True}, rounds={"default": 5, "maximum": 5}),
+        _paper(REFLEXION, max_rounds=5),
+        _paper(SEARCH, max_hops=5),
+    ),
+    inner_temperature=PAPER_TEMPERATURE,
+)
+AGENT_PROFILES: dict[str, AgentProfile] = {p.name: p for p in (DEFAULT_PROFILE, PAPER_PROFILE)}
+
+
+def agent_profile_name(name: str) -> AgentProfileName:
+    """``name`` as a profile name, or a UsageError listing the profiles."""
+    if name not in AGENT_PROFILES:
+        raise UsageError(f"unknown agent profile {name!r}", hint=f"use one of: {', '.join(AGENT_PROFILES)}")
+    return AGENT_PROFILES[name].name

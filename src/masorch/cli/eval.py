@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from masorch.agents.signatures import AgentProfileName, agent_profile_name
 from masorch.backends.prices import PricedFactory, price_table
 from masorch.errors import UsageError
 from masorch.eval.datasets.custom import FieldMap
@@ -39,6 +40,7 @@ class EnvArgs:
     threads: int | None = None
     scorer_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     slots: int | None = None
+    agent_profile: AgentProfileName = "default"
 
 
 #: The run's environment flags -> the environment (backends, agents, scorers) of a run.
@@ -53,6 +55,7 @@ def default_env_factory(args: EnvArgs) -> EnvSpec:
         scorer_options=args.scorer_options,
         n_threads=args.threads,
         slots=args.slots,
+        agent_profile=args.agent_profile,
     )
 
 
@@ -81,6 +84,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         orchestrator: str | None = typer.Option(None, "--orchestrator", help="Orchestrator model (mas)."),
         judge: str | None = typer.Option(None, "--judge", help="Judge-role model inside systems."),
         dialect: str | None = typer.Option(None, "--dialect", help="Plan dialect: calls, json or xml."),
+        prompt: str | None = typer.Option(None, "--prompt", help="Orchestrator prompt: default or official."),
+        prompt_file: Path | None = typer.Option(None, "--prompt-file", help="Official templates (YAML)."),  # noqa: B008
+        prompt_family: str | None = typer.Option(None, "--prompt-family", help="general, choice, masbench."),
         repair: int | None = typer.Option(None, "--repair", min=0, help="Plan repair rounds (mas)."),
         constrain: bool | None = typer.Option(
             None, "--constrain/--no-constrain", help="Grammar-constrained plans (mas; default on)."
@@ -97,6 +103,11 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         seed: int = typer.Option(0, "--seed", help="Seed of --sample and of the bootstrap."),
         max_tokens: int | None = typer.Option(
             None, "--max-tokens", min=1, help="Completion cap of each sub-agent call."
+        ),
+        agent_profile: str = typer.Option(
+            "default",
+            "--agents",
+            help="Agent profile: default, or paper (the official MAS-Orchestra agents).",
         ),
         threads: int | None = typer.Option(
             None, "--threads", min=1, help="CPU threads of an embedded (local:) model."
@@ -157,6 +168,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             "orchestrator": orchestrator,
             "judge": judge,
             "dialect": dialect,
+            "prompt": prompt,
+            "prompt_file": str(prompt_file) if prompt_file is not None else None,
+            "prompt_family": prompt_family,
             "repair": repair,
             "constrain": constrain,
             "plan_tokens": plan_tokens,
@@ -184,7 +198,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             scorer=scorer,
         )
         scorer_options = {"llm_judge": {"model": scorer_judge}} if scorer_judge else {}
-        env = (env_factory or default_env_factory)(EnvArgs(cache, max_tokens, threads, scorer_options, slots))
+        profile = agent_profile_name(agent_profile)
+        env_args = EnvArgs(cache, max_tokens, threads, scorer_options, slots, profile)
+        env = (env_factory or default_env_factory)(env_args)
         table = price_table(files=prices, flags=price, config=config)
         env = dataclasses.replace(env, backend_factory=PricedFactory(env.backend_factory, table))
         options = EvalOptions(

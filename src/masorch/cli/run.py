@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.live import Live
 
 from masorch.agents.base import AgentRegistry, Retriever
+from masorch.agents.signatures import agent_profile_name
 from masorch.backends.base import Backend
 from masorch.backends.cache import CachingFactory
 from masorch.backends.prices import PricedFactory, price_table
@@ -63,6 +64,22 @@ def register(
         dialect: str | None = typer.Option(
             None, "--dialect", help="Plan dialect: calls, json or xml (default calls; plan mode)."
         ),
+        prompt: str | None = typer.Option(
+            None,
+            "--prompt",
+            help="Orchestrator prompt: default, or official (the layout the MAS-Orchestra checkpoints were "
+            "trained on; xml dialect, free decoding, 8192 plan tokens; plan mode).",
+        ),
+        prompt_file: Path | None = typer.Option(  # noqa: B008
+            None,
+            "--prompt-file",
+            help="YAML copy of the official templates: system, user, developer (implies --prompt official).",
+        ),
+        prompt_family: str | None = typer.Option(
+            None,
+            "--prompt-family",
+            help="Task family of the official prompt: general, choice (mas:low) or masbench (mas:high).",
+        ),
         repair: int | None = typer.Option(
             None, "--repair", min=0, help="Times a rejected plan is sent back (default 0; plan mode)."
         ),
@@ -106,7 +123,19 @@ def register(
             None, "--chat-out", help="Write the trajectory as a chat-format JSON record (rounds modes)."
         ),
         max_tokens: int = typer.Option(
-            1024, "--max-tokens", min=16, help="Most completion tokens of one call (plan or sub-agent)."
+            1024, "--max-tokens", min=16, help="Most completion tokens of one sub-agent call."
+        ),
+        agent_profile: str | None = typer.Option(
+            None,
+            "--agents",
+            help="Agent profile: default, or paper (the official MAS-Orchestra agents; the default "
+            "with --prompt official).",
+        ),
+        plan_tokens: int | None = typer.Option(
+            None,
+            "--plan-tokens",
+            min=16,
+            help="Most tokens of the orchestrator's plan or turn (1024; 8192 with --prompt official).",
         ),
         threads: int | None = typer.Option(
             None, "--threads", min=1, help="CPU threads of an embedded (local:) model (default: all cores)."
@@ -147,6 +176,9 @@ def register(
         plan_flags = {
             "--dom": dom,
             "--dialect": dialect,
+            "--prompt": prompt,
+            "--prompt-file": prompt_file,
+            "--prompt-family": prompt_family,
             "--repair": repair,
             "--constrain/--no-constrain": constrain,
             "--prune/--no-prune": prune,
@@ -164,6 +196,10 @@ def register(
         label = f"mas:{dom or 'high'}" if mode == "plan" else f"mas:{mode}"
         fields: dict[str, Any] = {
             "dialect": dialect,
+            "prompt": prompt,
+            "prompt_file": str(prompt_file) if prompt_file is not None else None,
+            "prompt_family": prompt_family,
+            "plan_tokens": plan_tokens,
             "repair": repair,
             "constrain": constrain,
             "prune": prune,
@@ -182,7 +218,6 @@ def register(
             orchestrator=orchestrator or subagent or DEFAULT_MODEL,
             judge=judge,
             agent_models=dict(_kind_model(s) for s in agent_model),
-            plan_tokens=max_tokens,
             budget=Budget(max_calls=budget_calls, max_tokens=budget_tokens, max_cost=budget_cost),
             timeout_s=timeout,
             node_timeout_s=node_timeout,
@@ -197,7 +232,7 @@ def register(
             make_backend = CachingFactory(make_backend, cache, "replay" if replay else "read_write")
         env = EnvSpec(
             backend_factory=PricedFactory(make_backend, price_table(files=prices, flags=price)),
-            agents_factory=functools.partial(agents_factory or default_agents_factory, max_tokens),
+            agents_factory=_agents_factory(agents_factory, max_tokens, agent_profile, system),
             retriever_factory=retriever_factory or default_retriever_factory,
         )
         result = asyncio.run(_run(system, question, env, corpus=corpus, trace=trace, as_json=as_json))
@@ -205,6 +240,20 @@ def register(
             _write_record(chat_out, result.trajectory.to_chat())
         if not result.ok:
             raise typer.Exit(1)
+
+
+def _agents_factory(
+    given: AgentsFactory | None, max_tokens: int, profile: str | None, system: System
+) -> Callable[[], AgentRegistry]:
+    """The registry builder of this run: an injected factory (which has no profiles), or the
+    built-in agents of ``profile`` (unset: the official agents with the official prompt)."""
+    if given is not None:
+        if profile not in (None, "default"):
+            raise UsageError(f"this masorch offers no agent profile {profile!r}", hint="leave out --agents")
+        return functools.partial(given, max_tokens)
+    if profile is None:
+        profile = "paper" if system.prompt == "official" and system.mode == "mas" else "default"
+    return functools.partial(default_agents_factory, max_tokens, agent_profile_name(profile))
 
 
 async def _run(

@@ -12,6 +12,7 @@ by structure - a ``<to>`` closes the nearest open ``<from>`` - so one missing ta
 
 from __future__ import annotations
 
+import ast
 import bisect
 import json
 import re
@@ -21,6 +22,7 @@ from masorch.plan._build import param_value
 from masorch.plan._tags import TagPairs
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import AgentSpec, Flow, ParamValue, Plan
+from masorch.plan.refs import ID_RE
 
 #: MAS-Orchestra agent names -> masorch kinds (matched case-insensitively).
 NAME_TO_KIND: dict[str, str] = {
@@ -105,24 +107,50 @@ def _fields(block: str) -> dict[str, str]:
     return out
 
 
+#: Longest text read as a Python list literal (``['A', 'B']``); longer text stays text.
+_MAX_LITERAL_CHARS = 2000
+
+
 def _value(raw: str) -> ParamValue:
-    """An argument's value: JSON when it reads as JSON (numbers, lists, quoted strings), else text."""
+    """An argument's value: JSON when it reads as JSON (numbers, lists, quoted strings), a Python
+    list literal in either quoting (``['Judge', 'Critic']``, as the checkpoints' reader accepts),
+    else text. Literals are read with :func:`ast.literal_eval`, never evaluated as code."""
     text = raw.strip()
     try:
         value: Any = json.loads(text)
-        ok, kept = param_value(value)
-    except (ValueError, RecursionError):  # not JSON, or nested too deeply to be a parameter
+    except ValueError:
+        value = _list_literal(text)
+    except RecursionError:  # nested too deeply to be a parameter
         return text
+    if value is None and text != "null":
+        return text
+    ok, kept = param_value(value)
     return kept if ok else text
 
 
-def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec | None, bool]:
-    """The agent in one block and whether it is low-DoM style (``agent_output_id``)."""
+def _list_literal(text: str) -> Any:
+    """The Python list or tuple literal ``text`` holds, or None."""
+    if len(text) > _MAX_LITERAL_CHARS or not text.startswith(("[", "(")):
+        return None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, (list, tuple)) else None
+
+
+def _agent(
+    block: str, index: int, diags: list[Diagnostic], default_id: str | None = None
+) -> tuple[AgentSpec | None, bool]:
+    """The agent in one block and whether it is low-DoM style (``agent_output_id``).
+
+    ``default_id`` names a block that has neither ``<agent_id>`` nor ``<agent_output_id>`` (the
+    lone agent of a low-DoM plan, whose output id the checkpoints' reader does not need)."""
     fields = _fields(block)
     agent_id = fields.get("agent_id")
     low_style = False
     if not agent_id:
-        agent_id = fields.get("agent_output_id")
+        agent_id = fields.get("agent_output_id") or default_id
         low_style = bool(agent_id)
     name = fields.get("agent_name")
     place = f"agent:{agent_id}" if agent_id else f"xml:agent#{index + 1}"
@@ -159,8 +187,18 @@ def _agent(block: str, index: int, diags: list[Diagnostic]) -> tuple[AgentSpec |
         else:
             params[ARG_TO_PARAM.get(tag, tag)] = _value(content)
     assert agent_id is not None and name is not None
-    agent = AgentSpec(id=agent_id, kind=kind_of(name), task=task, params=params)
-    return agent, low_style
+    return AgentSpec(id=agent_id, kind=kind_of(name), task=task, params=params), low_style
+
+
+def _default_id(blocks: list[str], outside: str, answers: list[str]) -> str | None:
+    """The id of a lone agent block written without one: what ``<answer>`` names, else ``agent``.
+
+    Only a single block with no edges (the low-DoM shape) gets one; elsewhere a missing id stays a
+    ``missing_tag`` error, since a lost agent changes the graph."""
+    if len(blocks) != 1 or _EDGE_TOKEN.search(outside) is not None:
+        return None
+    answer = answers[-1].strip() if answers else ""
+    return answer if ID_RE.fullmatch(answer) else "agent"
 
 
 def _blocks(text: str, diags: list[Diagnostic]) -> tuple[list[str], str]:
@@ -268,8 +306,9 @@ def parse_xml(text: str) -> tuple[Plan | None, list[Diagnostic]]:
         diags.append(diag("truncated", "the text ends inside a tag", "finish the last tag"))
     agents: list[AgentSpec] = []
     low_style = False
+    default_id = _default_id(blocks, outside, answers)
     for i, block in enumerate(blocks):
-        agent, low = _agent(block, i, diags)
+        agent, low = _agent(block, i, diags, default_id)
         low_style = low_style or low
         if agent is not None:
             agents.append(agent)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
+from masorch.agents.signatures import AgentProfileName
 from masorch.backends.base import Backend
 from masorch.errors import UsageError
 from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
@@ -47,11 +48,17 @@ def default_backend_factory(
     return make_backend(spec, settings=settings)
 
 
-def default_agents_factory(max_tokens: int | None = None) -> AgentRegistry:
-    """The built-in sub-agents (``max_tokens`` caps each call's completion; None: their default)."""
+def default_agents_factory(
+    max_tokens: int | None = None, profile: AgentProfileName = "default"
+) -> AgentRegistry:
+    """The built-in sub-agents of an agent ``profile`` (``default`` or ``paper``, see
+    :data:`~masorch.agents.signatures.AGENT_PROFILES`); ``max_tokens`` caps each call's completion
+    (None: their default)."""
     from masorch.agents import default_registry
 
-    return default_registry() if max_tokens is None else default_registry(max_tokens=max_tokens)
+    if max_tokens is None:
+        return default_registry(profile=profile)
+    return default_registry(max_tokens=max_tokens, profile=profile)
 
 
 def default_retriever_factory(corpus: Path) -> Retriever:
@@ -93,8 +100,10 @@ class EnvSpec:
         n_threads: int | None = None,
         slots: int | None = None,
         faults: ToolFaults | None = None,
+        agent_profile: AgentProfileName = "default",
     ) -> EnvSpec:
-        """The real environment; with ``cache_path`` every backend records/replays through that cache."""
+        """The real environment; with ``cache_path`` every backend records/replays through that cache;
+        ``agent_profile`` picks the sub-agents and their defaults (``paper``: the official ones)."""
         return cls(
             backend_factory=functools.partial(
                 default_backend_factory,
@@ -102,7 +111,7 @@ class EnvSpec:
                 n_threads=n_threads,
                 slots=slots,
             ),
-            agents_factory=functools.partial(default_agents_factory, max_tokens),
+            agents_factory=functools.partial(default_agents_factory, max_tokens, agent_profile),
             scorer_options=dict(scorer_options or {}),
             faults=faults,
         )

@@ -27,10 +27,17 @@ from masorch.plan.refs import ID_PATTERN
 from masorch.prompts import render
 from masorch.run.budget import Budget
 from masorch.run.executor import Executor, RoleBackends
+from masorch.run.official import (
+    PromptFile,
+    load_prompt_file,
+    model_name,
+    official_catalogue,
+    official_messages,
+)
 from masorch.run.response import plan_text
 from masorch.run.result import RunResult, RunStatus
 from masorch.run.session import RunSession
-from masorch.run.system import System
+from masorch.run.system import PromptFamily, PromptProfile, System
 from masorch.trace.events import PlanParsed, PlanRejected
 from masorch.trace.writer import TraceSink
 
@@ -65,6 +72,10 @@ class OrchestrateOptions:
     temperature: float = 0.0
     constrain: bool = True
     seed: int | None = None
+    prompt: PromptProfile = "default"
+    prompt_family: PromptFamily = "general"
+    prompt_file: PromptFile | None = None
+    subagent_model: str = ""
 
     @classmethod
     def of(cls, system: System) -> OrchestrateOptions:
@@ -85,13 +96,27 @@ class OrchestrateOptions:
             node_timeout_s=system.node_timeout_s,
             temperature=system.temperature,
             seed=system.seed,
+            prompt=system.prompt,
+            prompt_family=system.prompt_family,
+            prompt_file=load_prompt_file(system.prompt_file, system.dom) if system.prompt_file else None,
+            subagent_model=model_name(system.model),
         )
 
 
 def orchestrator_messages(
     question: str, catalogue: Mapping[str, KindSignature], options: OrchestrateOptions
 ) -> list[Message]:
-    """The orchestrator's prompt for ``question``: a system and a user message."""
+    """The orchestrator's prompt for ``question``: a system and a user message (the official
+    profile: system, user and developer block, :func:`~masorch.run.official.official_messages`)."""
+    if options.prompt == "official":
+        return official_messages(
+            question,
+            catalogue,
+            options.dom,
+            model=options.subagent_model,
+            family=options.prompt_family,
+            prompt_file=options.prompt_file,
+        )
     dom = options.dom.value
     budget = options.budget.describe()
     if options.dialect == "xml":
@@ -239,6 +264,8 @@ async def _plan_and_run(
     retriever: Retriever | None,
 ) -> RunResult:
     catalogue = agents.catalogue()
+    if opts.prompt == "official":  # only the kinds the checkpoints know are offered, and accepted
+        catalogue = official_catalogue(catalogue, opts.dom, opts.prompt_family)
     messages = orchestrator_messages(question, catalogue, opts)
     config = plan_generate_config(catalogue, opts)
     text = ""

@@ -33,6 +33,15 @@ from masorch.run.budget import Budget
 SAS_KINDS: tuple[str, ...] = ("cot", "sc", "debate", "reflexion", "search")
 MAS_VARIANTS: tuple[str, ...] = ("low", "high", "rounds", "rounds-serial")
 Mode = Literal["sas", "mas", "rounds"]
+#: The orchestrator prompt profiles: masorch's own prompt, or the layout of the released
+#: MAS-Orchestra checkpoints (:mod:`masorch.run.official`; the xml dialect only).
+PromptProfile = Literal["default", "official"]
+#: The task families the official prompts come in: ``general``; ``choice`` (low DoM: answers
+#: written as a letter or an integer); ``masbench`` (high DoM: arithmetic word problems, CoT only).
+PromptFamily = Literal["general", "choice", "masbench"]
+#: The plan token cap when none is set: the default prompt's plans are short; the checkpoints were
+#: trained with up to 8192 response tokens, and their high-DoM plans run to several thousand.
+DEFAULT_PLAN_TOKENS: dict[str, int] = {"default": 1024, "official": 8192}
 
 #: Budget keys as configs write them -> Budget fields (the field names are read too).
 BUDGET_KEYS = {"calls": "max_calls", "tokens": "max_tokens", "cost": "max_cost", "wall_s": "max_wall_s"}
@@ -73,7 +82,14 @@ class System(BaseModel):
     ``agent_models`` overrides it per agent kind; ``params`` are the sas agent's parameters (e.g.
     ``n`` of sc); ``dialect``, ``repair``, ``constrain``, ``prune`` (leave out agents that feed
     nothing into the final one) and ``plan_tokens`` shape the orchestrator's plan (mas) or each
-    orchestrator turn (rounds); ``timeout_s`` bounds the whole run and
+    orchestrator turn (rounds); ``plan_tokens`` is the plan's own token cap, apart from the
+    sub-agents' (default 1024; 8192 with the official prompt). ``prompt`` picks the orchestrator
+    prompt of a ``mas:low|high`` system: ``default`` (masorch's) or ``official`` (the message
+    layout the released MAS-Orchestra checkpoints were trained on; xml dialect, which it selects
+    when no dialect is given, and free decoding unless ``constrain`` is set), ``prompt_family``
+    its task family (``general``, ``choice`` at low DoM, ``masbench`` at high DoM); ``prompt_file``
+    loads a user's own copy of the official templates (YAML, see
+    :func:`masorch.run.official.load_prompt_file`). ``timeout_s`` bounds the whole run and
     ``node_timeout_s`` each node; ``max_rounds`` and ``max_calls_per_round`` bound the rounds mode
     (``mas:rounds-serial`` is the rounds mode with one call per round). The rounds mode also takes
     a ``pool`` of named, described models each call may choose from, the ``synthesis`` model that
@@ -95,6 +111,9 @@ class System(BaseModel):
     agent_models: dict[str, str] = Field(default_factory=dict)
     params: dict[str, Any] = Field(default_factory=dict)
     dialect: Dialect = "calls"
+    prompt: PromptProfile = "default"
+    prompt_family: PromptFamily = "general"
+    prompt_file: str | None = None
     repair: int = Field(default=0, ge=0)
     constrain: bool = True
     prune: bool = True
@@ -145,6 +164,22 @@ class System(BaseModel):
             data = {**data, "name": _label(str(mode), str(variant))}
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _prompt_defaults(cls, data: Any) -> Any:
+        # The official prompt writes the xml dialect and longer plans: its defaults, where unset.
+        if isinstance(data, Mapping) and data.get("prompt_file") and data.get("prompt") is None:
+            data = {**data, "prompt": "official"}
+        # Only one-step plans use it (sas and rounds systems ignore it, so eval defaults can set it).
+        if isinstance(data, Mapping) and data.get("mode") == "mas" and isinstance(data.get("prompt"), str):
+            if data.get("plan_tokens") is None:
+                data = {**data, "plan_tokens": DEFAULT_PLAN_TOKENS.get(data["prompt"], 1024)}
+            if data["prompt"] == "official" and data.get("dialect") is None:
+                data = {**data, "dialect": "xml"}
+            if data["prompt"] == "official" and data.get("constrain") is None:
+                data = {**data, "constrain": False}  # the checkpoints were trained decoding freely
+        return data
+
     @model_validator(mode="after")
     def _variant(self) -> System:
         if self.mode == "sas" and self.variant not in SAS_KINDS:
@@ -165,6 +200,23 @@ class System(BaseModel):
             raise UsageError(
                 f"{self.name} makes one call per round, not max_calls_per_round={self.max_calls_per_round}",
                 hint="use mas:rounds for parallel calls",
+            )
+        if self.mode == "mas" and self.prompt == "official" and self.dialect != "xml":
+            raise UsageError(
+                f"{self.name}: the official prompt asks for the xml dialect, not {self.dialect!r}",
+                hint="use dialect xml (or leave it unset) with prompt official",
+            )
+        if self.mode == "mas" and self.prompt_family != "general":
+            wants = {"choice": "low", "masbench": "high"}[self.prompt_family]
+            if self.prompt != "official" or self.variant != wants:
+                raise UsageError(
+                    f"{self.name}: prompt_family {self.prompt_family} is an official prompt for mas:{wants}",
+                    hint=f"use it with prompt official on mas:{wants}, or leave prompt_family unset",
+                )
+        if self.prompt_file is not None and self.prompt != "official":
+            raise UsageError(
+                f"{self.name}: prompt_file holds official templates, so it needs prompt official",
+                hint="set prompt: official (or leave prompt unset)",
             )
         bad = [n for n in self.pool if not n or not n.replace("-", "_").isidentifier()]
         if bad:
