@@ -21,11 +21,10 @@ from typing import Any
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
 from masorch.errors import UsageError
-from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
 from masorch.train.config import TrainConfig
 from masorch.train.data import Row, build_rows
-from masorch.train.evaluate import EvalSummary, PolicyEval, SharedBackend, evaluate_policy
+from masorch.train.evaluate import EvalSummary, SharedBackend, evaluate_policy
 from masorch.train.reward_components import CostTarget
 from masorch.train.rewards import PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
@@ -73,12 +72,7 @@ class TrainReport:
 
 def rollout_settings(cfg: TrainConfig) -> RolloutSettings:
     """The per-plan limits of a config, and its dialect (the one inference parses, not ``auto``)."""
-    return RolloutSettings(
-        dialect=cfg.dialect,
-        budget=Budget(max_calls=cfg.plan_max_calls, max_tokens=cfg.plan_max_tokens),
-        timeout_s=cfg.plan_deadline_s,
-        concurrency=cfg.concurrency,
-    )
+    return RolloutSettings.of(cfg.policy_system(), cfg.concurrency)
 
 
 def subagent_backend(cfg: TrainConfig) -> Backend:
@@ -87,13 +81,13 @@ def subagent_backend(cfg: TrainConfig) -> Backend:
 
     cache = Path(cfg.cache_path) if cfg.cache_path else Path(cfg.output_dir) / "subagent_cache.sqlite"
     cache.parent.mkdir(parents=True, exist_ok=True)
-    settings = BackendSettings(cache_path=cache, cache_mode=cfg.cache_mode)  # type: ignore[arg-type]
+    settings = BackendSettings(cache_path=cache, cache_mode=cfg.cache_mode)
     return make_backend(cfg.subagent, settings=settings)
 
 
 def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], list[Row]]:
     """Training rows and held-out rows (``eval`` sources, else the last ``eval_limit`` train rows)."""
-    budget = Budget(max_calls=cfg.plan_max_calls, max_tokens=cfg.plan_max_tokens)
+    budget = cfg.plan_budget
     catalogue = agents.catalogue()
     train = build_rows(cfg.train, dom=cfg.dom, dialect=cfg.dialect, catalogue=catalogue, budget=budget)
     if cfg.eval_limit <= 0:
@@ -185,8 +179,7 @@ def train_grpo(
     corpus = search_corpus(cfg)
     retriever = search_retriever(corpus)  # before any backend exists: a missing corpus leaks nothing
     backends = RoleBackends(subagent=subagent or subagent_backend(cfg))
-    settings = rollout_settings(cfg)
-    executor = PlanExecutor(agents, backends, settings, retriever=retriever)
+    executor = PlanExecutor(agents, backends, rollout_settings(cfg), retriever=retriever)
 
     def eval_subagent(model: str) -> Backend:
         # The evaluation runs on its own event loop, so it gets its own backend (same cache),
@@ -211,16 +204,8 @@ def train_grpo(
                 HFBackend(policy, tokenizer, name=f"{cfg.model}@{tag}"),
                 held_rows,
                 out / f"eval_{tag}",
-                settings=PolicyEval(
-                    dom=cfg.dom,
-                    dialect=cfg.dialect,
-                    constrain=cfg.constrain,
-                    subagent=cfg.subagent,
-                    max_plan_tokens=cfg.max_completion_length,
-                    budget=settings.budget,
-                    node_timeout_s=cfg.plan_deadline_s,
-                    concurrency=cfg.concurrency,
-                ),
+                system=cfg.policy_system(),
+                concurrency=cfg.concurrency,
                 subagent_factory=eval_subagent,
                 agents_factory=lambda: agents,
                 corpus=corpus,
