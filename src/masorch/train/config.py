@@ -55,7 +55,8 @@ class SourceConfig(ConfigModel):
 
 
 class PolicyTraining(ConfigModel):
-    """The fields GRPO and SFT share: the policy being trained, LoRA, precision, checkpointing."""
+    """The fields GRPO and SFT share: the policy being trained, LoRA, precision, checkpointing,
+    logging, saving, the time limit and the seed."""
 
     model: str = Field(
         default="local:qwen2.5-coder-0.5b",
@@ -83,6 +84,15 @@ class PolicyTraining(ConfigModel):
             "memory (without it, GRPO on 8 x 1,300-token sequences of a 0.5B model passed 24 GB on a CPU)"
         ),
     )
+    logging_steps: int = Field(default=1, description="log every N steps")
+    save_steps: int = Field(default=0, description="save a checkpoint every N steps (0: only at the end)")
+    max_train_s: float | None = Field(
+        default=None,
+        description=(
+            "stop training cleanly after this many seconds (then save; GRPO then evaluates); None: no limit"
+        ),
+    )
+    seed: int = Field(default=0, description="random seed")
 
 
 class TrainConfig(PolicyTraining):
@@ -162,13 +172,6 @@ class TrainConfig(PolicyTraining):
     )
     temperature: float = Field(default=1.0, ge=0, description="sampling temperature of the K plans")
     max_completion_length: int = Field(default=160, ge=1, description="token cap of a sampled plan")
-    logging_steps: int = Field(default=1, description="log every N steps")
-    max_train_s: float | None = Field(
-        default=None,
-        description="stop training cleanly after this many seconds (then save and evaluate); None: no limit",
-    )
-    save_steps: int = Field(default=0, description="save a checkpoint every N steps (0: only at the end)")
-    seed: int = Field(default=0, description="random seed")
     output_dir: str = Field(default="runs/grpo", description="where checkpoints, logs and the final model go")
     trl: dict[str, Any] = Field(
         default_factory=dict, description="extra GRPOConfig fields passed through unchanged (see TRL's docs)"

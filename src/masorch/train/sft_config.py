@@ -2,8 +2,8 @@
 
 Read from YAML like the GRPO config (:mod:`masorch.train.config`), with the same fields for what
 both have (:class:`~masorch.train.config.PolicyTraining`: model, LoRA, precision, gradient
-checkpointing) and the same names for learning rate, steps, logging, saving, ``max_train_s``,
-seed and the ``trl`` pass-through.
+checkpointing, logging, saving, ``max_train_s``, seed) and the same names for learning rate,
+steps, output directory and the ``trl`` pass-through.
 """
 
 from __future__ import annotations
@@ -36,12 +36,6 @@ class SftConfig(PolicyTraining):
     max_steps: int = Field(default=0, description="optimisation steps (0: run `epochs`)")
     batch_size: int = Field(default=1, description="trajectories per device step")
     gradient_accumulation_steps: int = Field(default=4, description="device steps per optimisation step")
-    logging_steps: int = Field(default=1, description="log every N steps")
-    save_steps: int = Field(default=0, description="save a checkpoint every N steps (0: only at the end)")
-    max_train_s: float | None = Field(
-        default=None, description="stop training cleanly after this many seconds (then save); None: no limit"
-    )
-    seed: int = Field(default=0, description="random seed")
     output_dir: str = Field(default="runs/sft", description="where checkpoints, logs and the final model go")
     trl: dict[str, Any] = Field(
         default_factory=dict, description="extra SFTConfig fields passed through unchanged (see TRL's docs)"
