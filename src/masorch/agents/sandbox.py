@@ -338,21 +338,17 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
     groups = [g for g in (pids_group, memory_group) if g is not None]
     # RLIMIT_NPROC counts every process of the uid outside a user namespace, and real root is exempt.
     use_nproc = pids_group is None and bool(prefix) and os.geteuid() != 0
+    layers = {
+        "pids_cgroup": pids_group is not None,
+        "memory_cgroup": memory_group is not None,
+        "nproc_limit": use_nproc,
+        "private_root": private_root,
+        "landlock": landlock,
+        "audit_hook": limits.audit_hook,
+    }
     isolation = ["fresh_env", "rlimits", "process_group"]
-    if prefix:
-        isolation += ["user_ns", "net_ns", "pid_ns"]
-    if pids_group is not None:
-        isolation.append("pids_cgroup")
-    if memory_group is not None:
-        isolation.append("memory_cgroup")
-    if use_nproc:
-        isolation.append("nproc_limit")
-    if private_root:
-        isolation.append("private_root")
-    if landlock:
-        isolation.append("landlock")
-    if limits.audit_hook:
-        isolation.append("audit_hook")
+    isolation += ["user_ns", "net_ns", "pid_ns"] if prefix else []
+    isolation += [name for name, on in layers.items() if on]
     root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-"))
     try:
         Path(root, "main.py").write_text(code, encoding="utf-8")
@@ -455,17 +451,7 @@ async def _run(
         for task in (*drains, waiter):
             if not task.done():
                 task.cancel()
-    exit_code = process.returncode
-    if exit_code == EXIT_SETUP_FAILED and err.startswith(b"sandbox: "):
-        raise RunError(
-            f"the sandbox could not be set up: {err.decode(errors='replace').strip()}",
-            hint="check that this process may write to its cgroups and create namespaces, or report the host",
-        )
-    report = _read_status(status_read)
-    if "signal" in report:
-        exit_code = -int(report["signal"])
-    elif "exit" in report:
-        exit_code = int(report["exit"])
+    exit_code, report = _program_exit(process.returncode, err, status_read)
     if not killed_reason:
         killed_reason = _limit_reached(exit_code, float(report.get("cpu_s", 0.0)), _cpu_seconds(limits))
     truncated = len(totals) < 2 or any(total > limits.max_output_bytes for total in totals)
@@ -478,6 +464,27 @@ async def _run(
         truncated=truncated,
         isolation=isolation,
     )
+
+
+def _program_exit(
+    returncode: int | None, stderr: bytes | bytearray, status_read: int
+) -> tuple[int | None, dict[str, Any]]:
+    """The program's exit code (negative: the signal that ended it) and the supervisor's report.
+
+    The supervisor's own exit code is the program's unless its report says otherwise; a sandbox
+    that could not be set up is a RunError.
+    """
+    if returncode == EXIT_SETUP_FAILED and stderr.startswith(b"sandbox: "):
+        raise RunError(
+            f"the sandbox could not be set up: {stderr.decode(errors='replace').strip()}",
+            hint="check that this process may write to its cgroups and create namespaces, or report the host",
+        )
+    report = _read_status(status_read)
+    if "signal" in report:
+        return -int(report["signal"]), report
+    if "exit" in report:
+        return int(report["exit"]), report
+    return returncode, report
 
 
 def _read_status(fd: int) -> dict[str, Any]:
