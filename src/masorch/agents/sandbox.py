@@ -328,13 +328,7 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
     private_root = bool(prefix) and "private_root" in boundary
     landlock = limits.landlock and "landlock" in boundary
     memory_bytes = limits.memory_mb * 1024 * 1024
-    pids_base, memory_base = pids_cgroup_base(), memory_cgroup_base()
-    pids_group = _make_pids_cgroup(pids_base, limits.max_processes) if pids_base is not None else None
-    memory_group = (
-        make_group(memory_base, memory_settings(memory_base, memory_bytes))
-        if memory_base is not None
-        else None
-    )
+    pids_group, memory_group = _cgroups(limits.max_processes, memory_bytes)
     groups = [g for g in (pids_group, memory_group) if g is not None]
     # RLIMIT_NPROC counts every process of the uid outside a user namespace, and real root is exempt.
     use_nproc = pids_group is None and bool(prefix) and os.geteuid() != 0
@@ -394,6 +388,18 @@ def _cpu_seconds(limits: SandboxLimits) -> int:
 
 def _make_pids_cgroup(base: Path, max_processes: int) -> Path | None:
     return make_group(base, {"pids.max": str(max_processes)})
+
+
+def _cgroups(max_processes: int, memory_bytes: int) -> tuple[Path | None, Path | None]:
+    """A pids and a memory cgroup for one program, each None where the host does not delegate it."""
+    pids_base, memory_base = pids_cgroup_base(), memory_cgroup_base()
+    pids_group = _make_pids_cgroup(pids_base, max_processes) if pids_base is not None else None
+    memory_group = (
+        make_group(memory_base, memory_settings(memory_base, memory_bytes))
+        if memory_base is not None
+        else None
+    )
+    return pids_group, memory_group
 
 
 def _remove_tree(root: str) -> None:
