@@ -369,17 +369,18 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
             result = await _run(argv, root, limits, tuple(isolation), (status_read, status_write))
         finally:
             os.close(status_read)
-        if (
-            memory_group is not None
-            and oom_kills(memory_group)
-            and result.killed_reason in ("", "memory_limit")
-        ):
-            result = dataclasses.replace(result, killed_reason="memory_limit")
-        return result
+        return _with_oom(result, memory_group)
     finally:
         _remove_tree(root)
         for group in groups:
             await remove_group_when_empty(group)
+
+
+def _with_oom(result: SandboxResult, memory_group: Path | None) -> SandboxResult:
+    """``result``, ended by ``memory_limit`` where its memory cgroup saw an OOM kill."""
+    if memory_group is not None and oom_kills(memory_group) and result.killed_reason in ("", "memory_limit"):
+        return dataclasses.replace(result, killed_reason="memory_limit")
+    return result
 
 
 def _cpu_seconds(limits: SandboxLimits) -> int:
