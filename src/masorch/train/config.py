@@ -140,8 +140,8 @@ class TrainConfig(PolicyTraining):
     cache_mode: CacheMode = Field(
         default="read_write", description="sub-agent cache mode: read_write, replay, record or off"
     )
-    plan_max_calls: int | None = Field(default=16, description="per-plan budget: sub-agent calls")
-    plan_max_tokens: int | None = Field(default=None, description="per-plan budget: sub-agent tokens")
+    plan_max_calls: int | None = Field(default=16, ge=0, description="per-plan budget: sub-agent calls")
+    plan_max_tokens: int | None = Field(default=None, ge=0, description="per-plan budget: sub-agent tokens")
     plan_deadline_s: float | None = Field(
         default=180.0, ge=0, description="per-plan wall-clock deadline (seconds)"
     )
