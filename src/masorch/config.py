@@ -1,10 +1,21 @@
-"""Settings shared by every component: where masorch keeps its caches."""
+"""Settings shared by every component: where masorch keeps its caches, and the config record base."""
 
 from __future__ import annotations
 
+import difflib
 import os
+import typing
 from collections.abc import Mapping
+from contextvars import ContextVar
+from enum import Enum
 from pathlib import Path
+from typing import Any, ClassVar, Self
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.fields import FieldInfo
+
+from masorch.errors import UsageError
+from masorch.files import load_yaml_file
 
 
 def cache_dir(kind: str, env: Mapping[str, str] | None = None) -> Path:
@@ -23,3 +34,134 @@ def cache_dir(kind: str, env: Mapping[str, str] | None = None) -> Path:
         return Path(env["MASORCH_CACHE"]).expanduser() / kind
     base = Path(env["XDG_CACHE_HOME"]).expanduser() if env.get("XDG_CACHE_HOME") else Path.home() / ".cache"
     return base / "masorch" / kind
+
+
+#: True while a config record is being built: pydantic calls the ``__init__`` of nested records
+#: too, and only the outermost one knows the whole place of a bad key (``config.train[0].axes``).
+_BUILDING: ContextVar[bool] = ContextVar("masorch_config_building", default=False)
+
+
+class ConfigModel(BaseModel):
+    """A configuration record read from YAML: strict, frozen, unknown keys refused, fields described.
+
+    Every field carries its meaning in ``Field(description=...)``; :func:`describe_fields` lists
+    them (the ``--show-config`` of a command). Building one with a bad value raises a
+    :class:`~masorch.errors.UsageError` naming the key (``config.train[0].axes``) and, for an
+    unknown key, the closest known one, never a pydantic traceback. Subclasses check their
+    cross-field rules in a ``model_validator(mode="after")`` that raises UsageError itself.
+    """
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+    #: The command that lists the fields: every error's hint points to it.
+    show_config: ClassVar[str] = ""
+    #: What the file holds, as error messages name it.
+    what: ClassVar[str] = "config"
+
+    def __init__(self, **data: Any) -> None:
+        if _BUILDING.get():  # a nested record: the outermost one reports the problem with its place
+            super().__init__(**data)
+            return
+        token = _BUILDING.set(True)
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise config_error(type(self), exc) from None
+        finally:
+            _BUILDING.reset(token)
+
+    @classmethod
+    def load(cls, path: str | Path, overrides: Mapping[str, Any] | None = None) -> Self:
+        """Read a YAML file as this config; ``overrides`` (top-level keys) win over the file."""
+        p = Path(path)
+        if not p.is_file():
+            raise UsageError(f"no such config file: {p}", hint="give the path of a YAML file")
+        data = load_yaml_file(p, what=cls.what) or {}
+        if not isinstance(data, dict):
+            raise UsageError(f"{p} must hold a YAML mapping", hint="write key: value lines")
+        return cls(**{str(k): v for k, v in {**data, **(overrides or {})}.items()})
+
+
+_TYPE_NAMES = {
+    "int_type": "int",
+    "float_type": "float",
+    "string_type": "str",
+    "bool_type": "bool",
+    "list_type": "a list",
+    "dict_type": "a mapping",
+    "model_type": "a mapping",
+}
+
+
+def config_error(cls: type[ConfigModel], exc: ValidationError) -> UsageError:
+    """The first problem of a validation error as a UsageError that names the key and the fix."""
+    first = exc.errors()[0]
+    loc = first["loc"]
+    where = "config" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+    see = f"see `{cls.show_config}`" if cls.show_config else "see the docs of this config"
+    kind = first["type"]
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(str(loc[-1]), _field_names_at(cls, loc[:-1]), n=1)
+        did_you_mean = f"did you mean {close[0]!r}? " if close else ""
+        return UsageError(f"unknown key {where}", hint=did_you_mean + see)
+    value = first.get("input")
+    expected = _TYPE_NAMES.get(kind) or first["msg"].removeprefix("Input should be ")
+    if expected == first["msg"]:  # not an "Input should be ..." message: say it as it is
+        return UsageError(f"{where}: {expected.removeprefix('Value error, ')}", hint=see)
+    return UsageError(f"{where} must be {expected}, got {value!r}", hint="fix the value; " + see)
+
+
+def _nested_model(annotation: Any) -> type[ConfigModel] | None:
+    """The config class inside ``annotation`` (``list[SourceConfig]``, ``X | None``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, ConfigModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _nested_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _field_names_at(cls: type[ConfigModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The field names of the (nested) config that ``loc`` points into."""
+    model: type[ConfigModel] | None = cls
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        info = model.model_fields.get(part)
+        model = _nested_model(info.annotation) if info is not None else None
+    return list(model.model_fields) if model is not None else []
+
+
+def describe_fields(cls: type[ConfigModel]) -> list[tuple[str, str, str]]:
+    """(name, default, help) of every field, then the fields of nested configs as ``a[] / b[]: <name>``.
+
+    >>> from pydantic import Field
+    >>> class Part(ConfigModel):
+    ...     spec: str = Field(default="", description="what to read")
+    ...     limit: int | None = Field(default=None, description="keep the first N")
+    >>> describe_fields(Part)
+    [('spec', "''", 'what to read'), ('limit', 'None', 'keep the first N')]
+    """
+    rows = _rows(cls, "")
+    nested: dict[type[ConfigModel], list[str]] = {}
+    for name, info in cls.model_fields.items():
+        inner = _nested_model(info.annotation)
+        if inner is not None:
+            nested.setdefault(inner, []).append(name)
+    for inner, names in nested.items():
+        rows += _rows(inner, " / ".join(f"{n}[]" for n in names) + ": ")
+    return rows
+
+
+def _rows(cls: type[ConfigModel], prefix: str) -> list[tuple[str, str, str]]:
+    return [
+        (prefix + name, _default(info), info.description or "") for name, info in cls.model_fields.items()
+    ]
+
+
+def _default(info: FieldInfo) -> str:
+    if info.is_required():
+        return "(required)"
+    value = info.get_default(call_default_factory=True)
+    return repr(value.value if isinstance(value, Enum) else value)

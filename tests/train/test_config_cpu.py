@@ -129,3 +129,46 @@ def test_a_hotpotqa_source_gives_search_agents_its_corpus(
     with pytest.raises(UsageError, match="HotpotQA corpus") as err:
         search_corpus(with_hotpot)  # not pulled into this empty cache: the error says how to get it
     assert "masorch data pull hotpotqa" in str(err.value.hint)
+
+
+def test_system_fields_have_the_system_types_and_make_one_policy_system() -> None:
+    from masorch.plan.model import DoM
+    from masorch.run.budget import Budget
+    from masorch.train.grpo import rollout_settings
+
+    cfg = TrainConfig(
+        train=[SourceConfig(kind="masbench_gen")],
+        dom="high",
+        dialect="json",
+        constrain=True,
+        subagent="scripted:sub",
+        plan_max_calls=5,
+        plan_deadline_s=30,
+        max_completion_length=99,
+    )
+    assert cfg.dom is DoM.HIGH and cfg.plan_deadline_s == 30.0
+    system = cfg.policy_system()
+    assert (system.name, system.dom, system.dialect, system.constrain) == ("mas:high", DoM.HIGH, "json", True)
+    assert (system.model, system.plan_tokens, system.repair, system.temperature) == (
+        "scripted:sub",
+        99,
+        0,
+        0.0,
+    )
+    assert system.budget == cfg.plan_budget == Budget(max_calls=5)
+    rollout = rollout_settings(cfg)  # the rollouts run what the policy system says
+    assert (rollout.dialect, rollout.budget, rollout.timeout_s) == ("json", system.budget, 30.0)
+    assert rollout.concurrency == cfg.concurrency
+
+
+def test_building_a_config_in_code_gives_the_same_usage_errors_as_yaml() -> None:
+    with pytest.raises(UsageError, match=r"config\.train\[0\]\.axes") as err:
+        TrainConfig(train=[{"kind": "masbench_gen", "axes": "depth"}])
+    assert "did you mean 'axis'" in str(err.value.hint)
+    assert "masorch train grpo --show-config" in str(err.value.hint)
+    with pytest.raises(UsageError, match=r"config\.subagent must be str, got 3"):
+        TrainConfig(subagent=3)
+    with pytest.raises(UsageError, match=r"config\.dialect must be 'calls', 'json' or 'xml'"):
+        TrainConfig(dialect="yaml")
+    with pytest.raises(UsageError, match=r"config\.cache_mode"):
+        TrainConfig(cache_mode="rw")

@@ -12,9 +12,10 @@ from masorch.backends.scripted import ScriptedBackend
 from masorch.eval.log import RunLog
 from masorch.eval.report import summarize
 from masorch.run.budget import Budget
+from masorch.run.system import System
 from masorch.train.config import SourceConfig
 from masorch.train.data import build_rows
-from masorch.train.evaluate import EvalSummary, PolicyEval, evaluate_policy
+from masorch.train.evaluate import EvalSummary, evaluate_policy
 
 
 def orchestrate(messages: Sequence[Message], config: GenerateConfig) -> str:
@@ -54,9 +55,7 @@ def run(tmp_path: Path, orchestrator: Backend, held: list[dict[str, object]], bu
         orchestrator,
         held,
         tmp_path / "eval_before",
-        settings=PolicyEval(
-            dom="low", dialect="calls", subagent="scripted:sub", max_plan_tokens=64, budget=budget
-        ),
+        system=System.parse("mas:low", model="scripted:sub", constrain=False, plan_tokens=64, budget=budget),
         subagent_factory=lambda model: Sub(lambda m, c: "\\boxed{17}", name=model),
         agents_factory=default_registry,
         tag="before",

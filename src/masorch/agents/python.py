@@ -98,6 +98,16 @@ class PythonAgent:
         """The ``python`` kind's signature from the default catalogue."""
         return signatures.PYTHON
 
+    def _opening(self, node: NodeInput, timeout_s: float) -> list[Message]:
+        """The system message and the request to write a program for ``node``."""
+        write = render(
+            "agents/python_write.j2",
+            timeout_s=_seconds(timeout_s),
+            packages=self._packages,
+            **problem_vars(node),
+        )
+        return [system_message("an expert Python programmer"), Message("user", write)]
+
     async def run(self, node: NodeInput, ctx: AgentContext) -> NodeOutput:
         """Write, run, repair; then answer from the program's output."""
         problem = missing_problem(node)
@@ -108,18 +118,7 @@ class PythonAgent:
         max_attempts = int(params["max_attempts"])
         limits = dataclasses.replace(self._limits, wall_s=timeout_s)
         config = GenerateConfig(temperature=self._temperature, max_tokens=self._max_tokens)
-        opening = [
-            system_message("an expert Python programmer"),
-            Message(
-                "user",
-                render(
-                    "agents/python_write.j2",
-                    timeout_s=_seconds(timeout_s),
-                    packages=self._packages,
-                    **problem_vars(node),
-                ),
-            ),
-        ]
+        opening = self._opening(node, timeout_s)
         log = CallLog()
         messages = list(opening)
         failures: list[str] = []
@@ -152,14 +151,7 @@ class PythonAgent:
                     return log.ok(answer, rationale, details)
                 failure = "no fenced python code block" if result is None else _failure(result)
                 failures.append(f"attempt {attempt}: {failure}")
-                feedback = render(
-                    "agents/python_retry.j2",
-                    code_found=result is not None,
-                    timed_out=result is not None and result.timed_out,
-                    timeout_s=_seconds(timeout_s),
-                    stdout=_tail(result.stdout) if result is not None else "",
-                    error=failure if result is not None and not result.timed_out else "",
-                )
+                feedback = _retry_message(result, failure, timeout_s)
                 messages += [Message("assistant", reply.text), Message("user", feedback)]
         except BackendError as exc:
             return log.error(f"model call failed: {exc}")
@@ -172,6 +164,18 @@ class PythonAgent:
             f"no program succeeded in {max_attempts} attempts: " + "; ".join(failures),
             {"attempts": max_attempts, "failures": failures, **last},
         )
+
+
+def _retry_message(result: SandboxResult | None, failure: str, timeout_s: float) -> str:
+    """What the model reads after a failed attempt: no code, a timeout, or the error and output."""
+    return render(
+        "agents/python_retry.j2",
+        code_found=result is not None,
+        timed_out=result is not None and result.timed_out,
+        timeout_s=_seconds(timeout_s),
+        stdout=_tail(result.stdout) if result is not None else "",
+        error=failure if result is not None and not result.timed_out else "",
+    )
 
 
 def _seconds(value: float) -> str:

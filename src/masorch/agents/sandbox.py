@@ -328,31 +328,21 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
     private_root = bool(prefix) and "private_root" in boundary
     landlock = limits.landlock and "landlock" in boundary
     memory_bytes = limits.memory_mb * 1024 * 1024
-    pids_base, memory_base = pids_cgroup_base(), memory_cgroup_base()
-    pids_group = _make_pids_cgroup(pids_base, limits.max_processes) if pids_base is not None else None
-    memory_group = (
-        make_group(memory_base, memory_settings(memory_base, memory_bytes))
-        if memory_base is not None
-        else None
-    )
+    pids_group, memory_group = _cgroups(limits.max_processes, memory_bytes)
     groups = [g for g in (pids_group, memory_group) if g is not None]
     # RLIMIT_NPROC counts every process of the uid outside a user namespace, and real root is exempt.
     use_nproc = pids_group is None and bool(prefix) and os.geteuid() != 0
+    layers = {
+        "pids_cgroup": pids_group is not None,
+        "memory_cgroup": memory_group is not None,
+        "nproc_limit": use_nproc,
+        "private_root": private_root,
+        "landlock": landlock,
+        "audit_hook": limits.audit_hook,
+    }
     isolation = ["fresh_env", "rlimits", "process_group"]
-    if prefix:
-        isolation += ["user_ns", "net_ns", "pid_ns"]
-    if pids_group is not None:
-        isolation.append("pids_cgroup")
-    if memory_group is not None:
-        isolation.append("memory_cgroup")
-    if use_nproc:
-        isolation.append("nproc_limit")
-    if private_root:
-        isolation.append("private_root")
-    if landlock:
-        isolation.append("landlock")
-    if limits.audit_hook:
-        isolation.append("audit_hook")
+    isolation += ["user_ns", "net_ns", "pid_ns"] if prefix else []
+    isolation += [name for name, on in layers.items() if on]
     root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-"))
     try:
         Path(root, "main.py").write_text(code, encoding="utf-8")
@@ -379,17 +369,18 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
             result = await _run(argv, root, limits, tuple(isolation), (status_read, status_write))
         finally:
             os.close(status_read)
-        if (
-            memory_group is not None
-            and oom_kills(memory_group)
-            and result.killed_reason in ("", "memory_limit")
-        ):
-            result = dataclasses.replace(result, killed_reason="memory_limit")
-        return result
+        return _with_oom(result, memory_group)
     finally:
         _remove_tree(root)
         for group in groups:
             await remove_group_when_empty(group)
+
+
+def _with_oom(result: SandboxResult, memory_group: Path | None) -> SandboxResult:
+    """``result``, ended by ``memory_limit`` where its memory cgroup saw an OOM kill."""
+    if memory_group is not None and oom_kills(memory_group) and result.killed_reason in ("", "memory_limit"):
+        return dataclasses.replace(result, killed_reason="memory_limit")
+    return result
 
 
 def _cpu_seconds(limits: SandboxLimits) -> int:
@@ -398,6 +389,18 @@ def _cpu_seconds(limits: SandboxLimits) -> int:
 
 def _make_pids_cgroup(base: Path, max_processes: int) -> Path | None:
     return make_group(base, {"pids.max": str(max_processes)})
+
+
+def _cgroups(max_processes: int, memory_bytes: int) -> tuple[Path | None, Path | None]:
+    """A pids and a memory cgroup for one program, each None where the host does not delegate it."""
+    pids_base, memory_base = pids_cgroup_base(), memory_cgroup_base()
+    pids_group = _make_pids_cgroup(pids_base, max_processes) if pids_base is not None else None
+    memory_group = (
+        make_group(memory_base, memory_settings(memory_base, memory_bytes))
+        if memory_base is not None
+        else None
+    )
+    return pids_group, memory_group
 
 
 def _remove_tree(root: str) -> None:
@@ -455,17 +458,7 @@ async def _run(
         for task in (*drains, waiter):
             if not task.done():
                 task.cancel()
-    exit_code = process.returncode
-    if exit_code == EXIT_SETUP_FAILED and err.startswith(b"sandbox: "):
-        raise RunError(
-            f"the sandbox could not be set up: {err.decode(errors='replace').strip()}",
-            hint="check that this process may write to its cgroups and create namespaces, or report the host",
-        )
-    report = _read_status(status_read)
-    if "signal" in report:
-        exit_code = -int(report["signal"])
-    elif "exit" in report:
-        exit_code = int(report["exit"])
+    exit_code, report = _program_exit(process.returncode, err, status_read)
     if not killed_reason:
         killed_reason = _limit_reached(exit_code, float(report.get("cpu_s", 0.0)), _cpu_seconds(limits))
     truncated = len(totals) < 2 or any(total > limits.max_output_bytes for total in totals)
@@ -478,6 +471,27 @@ async def _run(
         truncated=truncated,
         isolation=isolation,
     )
+
+
+def _program_exit(
+    returncode: int | None, stderr: bytes | bytearray, status_read: int
+) -> tuple[int | None, dict[str, Any]]:
+    """The program's exit code (negative: the signal that ended it) and the supervisor's report.
+
+    The supervisor's own exit code is the program's unless its report says otherwise; a sandbox
+    that could not be set up is a RunError.
+    """
+    if returncode == EXIT_SETUP_FAILED and stderr.startswith(b"sandbox: "):
+        raise RunError(
+            f"the sandbox could not be set up: {stderr.decode(errors='replace').strip()}",
+            hint="check that this process may write to its cgroups and create namespaces, or report the host",
+        )
+    report = _read_status(status_read)
+    if "signal" in report:
+        return -int(report["signal"]), report
+    if "exit" in report:
+        return int(report["exit"]), report
+    return returncode, report
 
 
 def _read_status(fd: int) -> dict[str, Any]:

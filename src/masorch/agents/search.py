@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from masorch.agents import signatures
 from masorch.agents.answer import extract_answer, normalize_answer
@@ -120,11 +120,7 @@ class SearchAgent:
                     found = await asyncio.to_thread(retriever.search, query, top_k)
                 except MasorchError as exc:
                     return log.error(f"search for {query!r} failed: {exc}", {"queries": queries})
-                for doc in found:
-                    key = _key(doc)
-                    if key not in seen:
-                        seen.add(key)
-                        evidence.append(self._shown(doc))
+                self._gather(found, seen, evidence)
             final = await log.complete(
                 ctx,
                 prompt_messages(
@@ -144,6 +140,16 @@ class SearchAgent:
         rationale = f"{final.text}\n\nSources:\n{sources}" if evidence else final.text
         details = {"queries": queries, "documents": [doc["id"] for doc in evidence]}
         return log.ok(answer, rationale, details)
+
+    def _gather(
+        self, found: Sequence[Mapping[str, str]], seen: set[str], evidence: list[dict[str, str]]
+    ) -> None:
+        """Add the documents of ``found`` not seen before to ``evidence``, as the model is shown them."""
+        for doc in found:
+            key = _key(doc)
+            if key not in seen:
+                seen.add(key)
+                evidence.append(self._shown(doc))
 
     def _shown(self, doc: Mapping[str, str]) -> dict[str, str]:
         text = str(doc.get("text", ""))

@@ -68,6 +68,18 @@ class _AttemptFailed(Exception):
         self.retry_after_s = retry_after_s
 
 
+def _api_key(key: str | None, base_url: str | None, model: str) -> str:
+    """The key to send: the given one, any for a self-hosted server, else a UsageError."""
+    if key is not None:
+        return key
+    if base_url is None:
+        raise UsageError(
+            f"no API key for {model}",
+            hint="set MASORCH_OPENAI_API_KEY (or OPENAI_API_KEY), or give a base URL of a self-hosted server",
+        )
+    return "EMPTY"  # self-hosted servers (vLLM, llama.cpp, Ollama) accept any key
+
+
 def _first_env(env: Mapping[str, str], names: Sequence[str]) -> str | None:
     for name in names:
         value = env.get(name)
@@ -122,16 +134,9 @@ class OpenAIBackend:
         env = os.environ if env is None else env
         self.model = model
         self.base_url = base_url or _first_env(env, BASE_URL_ENV)
-        key = api_key or _first_env(env, API_KEY_ENV)
-        if key is None:
-            if self.base_url is None:
-                raise UsageError(
-                    f"no API key for {provider}:{model}",
-                    hint="set MASORCH_OPENAI_API_KEY (or OPENAI_API_KEY), or give a base URL of a "
-                    "self-hosted server",
-                )
-            key = "EMPTY"  # self-hosted servers (vLLM, llama.cpp, Ollama) accept any key
-        self._api_key = key
+        self._api_key = _api_key(
+            api_key or _first_env(env, API_KEY_ENV), self.base_url, f"{provider}:{model}"
+        )
         self._model_id = model_id or f"{provider}:{model}"
         self.timeout_s = timeout_s
         self.retry = retry or RetryPolicy()
@@ -293,15 +298,7 @@ class OpenAIBackend:
             # whose text may hold what a server echoed back (a key, a prompt).
             exc = failure.error
             if not exc.retryable or attempt >= self.retry.max_attempts:
-                tries = "attempt" if attempt == 1 else "attempts"
-                final = BackendError(
-                    f"{self._model_id}: {exc.message} (after {attempt} {tries})",
-                    hint=exc.hint,
-                    code=exc.code,
-                    retryable=exc.retryable,
-                )
-                final.attempts = attempt
-                raise final
+                raise self._gave_up(exc, attempt)
             delay = self.retry.delay(attempt, self._rng, failure.retry_after_s)
             log.info(
                 "%s: attempt %d failed (%s); retrying in %.2fs", self._model_id, attempt, exc.code, delay
@@ -311,6 +308,19 @@ class OpenAIBackend:
             except asyncio.CancelledError as cancelled:
                 cancelled.attempts = attempt  # type: ignore[attr-defined]
                 raise
+
+    def _gave_up(self, exc: BackendError, attempt: int) -> BackendError:
+        """The error of a call that is not retried again: the last failure, naming the model and
+        how many attempts were made."""
+        tries = "attempt" if attempt == 1 else "attempts"
+        final = BackendError(
+            f"{self._model_id}: {exc.message} (after {attempt} {tries})",
+            hint=exc.hint,
+            code=exc.code,
+            retryable=exc.retryable,
+        )
+        final.attempts = attempt
+        return final
 
     async def _send(self, client: Any, body: dict[str, Any]) -> Any:
         """One request; the decoded JSON body, or a BackendError saying whether a retry may help."""

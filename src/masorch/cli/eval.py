@@ -60,7 +60,10 @@ def default_env_factory(args: EnvArgs) -> EnvSpec:
 
 
 def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None:
-    """Add the ``eval`` group (``run``, ``report``) to ``app``."""
+    """Add the ``eval`` group (``run``, ``report``) to ``app``.
+
+    Long on purpose: the commands are declared inside, closing over ``env_factory`` (tests inject it).
+    """
     group = typer.Typer(
         help="Evaluate single-agent and multi-agent systems over datasets; report with intervals.",
         no_args_is_help=True,
@@ -154,7 +157,10 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             [], "--price", help="A model's price: MODEL=IN,OUT[,CACHED] ($ per 1M tokens; repeatable)."
         ),
     ) -> None:
-        """Run every system on every sample of every dataset; write the log, then the report."""
+        """Run every system on every sample of every dataset; write the log, then the report.\f
+
+        Long on purpose: the signature is the command's table of flags (typer reads them from it).
+        """
         check_run_dir(out)
         scorer = canonical_scorer(scorer) if scorer is not None else None
         if scorer == "llm_judge" and not scorer_judge:

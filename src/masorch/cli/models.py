@@ -64,7 +64,10 @@ def build_engine(console: Console, *, force: bool = False) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    """Add the ``models`` command group to the masorch app."""
+    """Add the ``models`` command group to the masorch app.
+
+    Long on purpose: the group's four short commands are declared inside, one after the other.
+    """
     models_app = typer.Typer(
         help="Embedded GGUF models: list, pull into the cache, verify.", no_args_is_help=True
     )

@@ -47,7 +47,10 @@ def register(
     agents_factory: AgentsFactory | None = None,
     retriever_factory: RetrieverFactory | None = None,
 ) -> None:
-    """Add the ``run`` command to ``app``; the factories default to the real registries."""
+    """Add the ``run`` command to ``app``; the factories default to the real registries.
+
+    Long on purpose: the command is declared inside, closing over the factories (tests inject them).
+    """
 
     @app.command("run")
     def run_cmd(
@@ -168,7 +171,10 @@ def register(
             False, "--replay", help="Answer every call from --cache only; a call not in it is an error."
         ),
     ) -> None:
-        """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it."""
+        """Answer QUESTION: an orchestrator writes a multi-agent plan, masorch checks and runs it.\f
+
+        Long on purpose: the signature is the command's table of flags (typer reads them from it).
+        """
         if dom is not None and dom not in ("low", "high"):
             raise UsageError(f"--dom must be low or high, got {dom!r}", hint="use --dom low or --dom high")
         if mode not in MODES:

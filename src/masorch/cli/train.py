@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -33,21 +34,51 @@ def _overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def _config_or_fields(
-    console: Console,
+def _config_command(
+    train_app: typer.Typer,
     command: str,
-    config: Path | None,
-    show_config: bool,
-    describe: Callable[[], list[tuple[str, str, str]]],
-    example: str,
-) -> Path | None:
-    """The ``--config`` of ``masorch train COMMAND``, or None once ``--show-config`` listed the fields."""
-    if show_config:
-        _show_table(console, describe(), f"masorch train {command}: config fields")
-        return None
-    if config is None:
-        raise UsageError("no --config given", hint=f"masorch train {command} --config {example}")
-    return config
+    summary: str,
+    what: str,
+    fields: Callable[[], list[tuple[str, str, str]]],
+    run: Callable[[Console, Path, dict[str, Any]], None],
+) -> None:
+    """Add ``masorch train COMMAND --config FILE [--set KEY=VALUE ...] | --show-config``.
+
+    ``--show-config`` prints ``fields()`` (every field, its default and meaning); else ``run``
+    gets the console, the config path and the ``--set`` overrides.
+    """
+
+    @train_app.command(command, help=summary)
+    def config_cmd(
+        config: Path | None = typer.Option(None, "--config", help=f"YAML {what} config."),  # noqa: B008
+        set_: list[str] = typer.Option([], "--set", help="Override a top-level key: KEY=VALUE (YAML value)."),  # noqa: B008
+        show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
+    ) -> None:
+        console = Console()
+        if show_config:
+            _show_table(console, fields(), f"masorch train {command}: config fields")
+        elif config is None:
+            raise UsageError("no --config given", hint=f"masorch train {command} --config {command}.yaml")
+        else:
+            run(console, config, _overrides(set_))
+
+
+def _grpo_fields() -> list[tuple[str, str, str]]:
+    from masorch.train.config import describe
+
+    return describe()
+
+
+def _collect_fields() -> list[tuple[str, str, str]]:
+    from masorch.train.collect_config import describe_collect
+
+    return describe_collect()
+
+
+def _sft_fields() -> list[tuple[str, str, str]]:
+    from masorch.train.sft_config import describe_sft
+
+    return describe_sft()
 
 
 def _show_table(console: Console, rows: list[tuple[str, str, str]], title: str) -> None:
@@ -57,7 +88,7 @@ def _show_table(console: Console, rows: list[tuple[str, str, str]], title: str) 
     console.print(table)
 
 
-def _collect_with_progress(console: Console, cfg: Any, spec: Any) -> Any:
+def _collect_with_progress(console: Console, cfg: Any, spec: Any) -> None:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from masorch.train.collect import collect
@@ -85,7 +116,63 @@ def _collect_with_progress(console: Console, cfg: Any, spec: Any) -> Any:
             )
             progress.update(task, advance=1 if finished else 0, description=text)
 
-        return collect(cfg, spec=spec, on_start=on_start, on_attempt=on_attempt)
+        report = collect(cfg, spec=spec, on_start=on_start, on_attempt=on_attempt)
+    s = report.summary
+    console.print(
+        f"[bold]kept {s['kept']}[/] of {s['questions']} questions ({s['kept_recovered']} recovered); "
+        f"{s['attempts_correct']}/{s['attempts']} attempts correct; tool shares {s['tool_shares_kept']}"
+    )
+    console.print(f"dataset {report.dataset}; summary {report.summary_path}")
+
+
+def _print_numbers(console: Console, line: dict[str, Any], keys: tuple[str, ...]) -> None:
+    console.print(" ".join(f"{k}={line[k]:.4g}" for k in keys if isinstance(line.get(k), (int, float))))
+
+
+def _train_grpo(console: Console, path: Path, overrides: dict[str, Any]) -> None:
+    import logging
+
+    from masorch.train.config import load_config
+    from masorch.train.grpo import train_grpo
+
+    # The root logger is set up by masorch's main (WARNING); training progress is worth INFO.
+    logging.getLogger("masorch").setLevel(logging.INFO)
+    cfg = load_config(path, overrides)
+    keys = ("step", "loss", "reward", "rewards/correctness/mean", "plan/valid_rate", "plan/calls_per_plan")
+    report = train_grpo(cfg, on_log=lambda line: _print_numbers(console, line, keys))
+    console.print(
+        f"[bold]done[/]: {report.steps} steps, {report.seconds_per_step:.1f} s/step; "
+        f"model in {report.final_model}"
+    )
+    for tag, summary in (("before", report.eval_before), ("after", report.eval_after)):
+        if summary is not None:
+            console.print(f"held-out {tag}: {json.dumps(summary.to_dict())}")
+
+
+def _collect(
+    console: Console, path: Path, overrides: dict[str, Any], collect_env: Callable[[Any], Any] | None
+) -> None:
+    from masorch.train.collect_config import load_collect_config
+
+    cfg = load_collect_config(path, overrides)
+    _collect_with_progress(console, cfg, collect_env(cfg) if collect_env else None)
+
+
+def _train_sft(console: Console, path: Path, overrides: dict[str, Any]) -> None:
+    import logging
+
+    from masorch.train.sft import train_sft
+    from masorch.train.sft_config import load_sft_config
+
+    logging.getLogger("masorch").setLevel(logging.INFO)
+    cfg = load_sft_config(path, overrides)
+    keys = ("step", "loss", "grad_norm", "learning_rate", "wall_s")
+    report = train_sft(cfg, on_log=lambda line: _print_numbers(console, line, keys))
+    console.print(
+        f"[bold]done[/]: {report.steps} steps on {report.examples} trajectories "
+        f"({report.loss_tokens} of {report.tokens} tokens with loss), "
+        f"{report.seconds_per_step:.1f} s/step; model in {report.final_model}"
+    )
 
 
 def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = None) -> None:
@@ -97,105 +184,30 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
     train_app = typer.Typer(help="Train an orchestrator with GRPO on executed plans.", no_args_is_help=True)
     app.add_typer(train_app, name="train")
 
-    @train_app.command("grpo")
-    def grpo_cmd(
-        config: Path | None = typer.Option(None, "--config", help="YAML training config."),  # noqa: B008
-        set_: list[str] = typer.Option([], "--set", help="Override a top-level key: KEY=VALUE (YAML value)."),  # noqa: B008
-        show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
-    ) -> None:
-        """Train the orchestrator with TRL's GRPOTrainer; reward = the executed plan's correctness."""
-        from masorch.train.config import describe
-
-        console = Console()
-        path = _config_or_fields(console, "grpo", config, show_config, describe, "train.yaml")
-        if path is None:
-            return
-        import logging
-
-        from masorch.train.config import load_config
-        from masorch.train.grpo import train_grpo
-
-        # The root logger is set up by masorch's main (WARNING); training progress is worth INFO.
-        logging.getLogger("masorch").setLevel(logging.INFO)
-        cfg = load_config(path, _overrides(set_))
-
-        def on_log(line: dict[str, Any]) -> None:
-            keys = (
-                "step",
-                "loss",
-                "reward",
-                "rewards/correctness/mean",
-                "plan/valid_rate",
-                "plan/calls_per_plan",
-            )
-            console.print(
-                " ".join(f"{k}={line[k]:.4g}" for k in keys if isinstance(line.get(k), (int, float)))
-            )
-
-        report = train_grpo(cfg, on_log=on_log)
-        console.print(
-            f"[bold]done[/]: {report.steps} steps, {report.seconds_per_step:.1f} s/step; "
-            f"model in {report.final_model}"
-        )
-        for tag, summary in (("before", report.eval_before), ("after", report.eval_after)):
-            if summary is not None:
-                console.print(f"held-out {tag}: {json.dumps(summary.to_dict())}")
-
-    @train_app.command("collect")
-    def collect_cmd(
-        config: Path | None = typer.Option(None, "--config", help="YAML collect config."),  # noqa: B008
-        set_: list[str] = typer.Option([], "--set", help="Override a top-level key: KEY=VALUE (YAML value)."),  # noqa: B008
-        show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
-    ) -> None:
-        """Sample a teacher's multi-round trajectories, keep the correct ones, write an SFT dataset."""
-        from masorch.train.collect_config import describe_collect, load_collect_config
-
-        console = Console()
-        path = _config_or_fields(console, "collect", config, show_config, describe_collect, "collect.yaml")
-        if path is None:
-            return
-        cfg = load_collect_config(path, _overrides(set_))
-        report = _collect_with_progress(console, cfg, collect_env(cfg) if collect_env else None)
-        s = report.summary
-        console.print(
-            f"[bold]kept {s['kept']}[/] of {s['questions']} questions ({s['kept_recovered']} recovered); "
-            f"{s['attempts_correct']}/{s['attempts']} attempts correct; tool shares {s['tool_shares_kept']}"
-        )
-        console.print(f"dataset {report.dataset}; summary {report.summary_path}")
-
-    @train_app.command("sft")
-    def sft_cmd(
-        config: Path | None = typer.Option(None, "--config", help="YAML SFT config."),  # noqa: B008
-        set_: list[str] = typer.Option([], "--set", help="Override a top-level key: KEY=VALUE (YAML value)."),  # noqa: B008
-        show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
-    ) -> None:
-        """Masked SFT of the orchestrator on collected trajectories (loss on its own tokens only)."""
-        from masorch.train.sft_config import describe_sft
-
-        console = Console()
-        path = _config_or_fields(console, "sft", config, show_config, describe_sft, "sft.yaml")
-        if path is None:
-            return
-        import logging
-
-        from masorch.train.sft import train_sft
-        from masorch.train.sft_config import load_sft_config
-
-        logging.getLogger("masorch").setLevel(logging.INFO)
-        cfg = load_sft_config(path, _overrides(set_))
-
-        def on_log(line: dict[str, Any]) -> None:
-            keys = ("step", "loss", "grad_norm", "learning_rate", "wall_s")
-            console.print(
-                " ".join(f"{k}={line[k]:.4g}" for k in keys if isinstance(line.get(k), (int, float)))
-            )
-
-        report = train_sft(cfg, on_log=on_log)
-        console.print(
-            f"[bold]done[/]: {report.steps} steps on {report.examples} trajectories "
-            f"({report.loss_tokens} of {report.tokens} tokens with loss), "
-            f"{report.seconds_per_step:.1f} s/step; model in {report.final_model}"
-        )
+    _config_command(
+        train_app,
+        "grpo",
+        "Train the orchestrator with TRL's GRPOTrainer; reward = the executed plan's correctness.",
+        "training",
+        _grpo_fields,
+        _train_grpo,
+    )
+    _config_command(
+        train_app,
+        "collect",
+        "Sample a teacher's multi-round trajectories, keep the correct ones, write an SFT dataset.",
+        "collect",
+        _collect_fields,
+        functools.partial(_collect, collect_env=collect_env),
+    )
+    _config_command(
+        train_app,
+        "sft",
+        "Masked SFT of the orchestrator on collected trajectories (loss on its own tokens only).",
+        "SFT",
+        _sft_fields,
+        _train_sft,
+    )
 
     @train_app.command("data")
     def data_cmd(

@@ -76,30 +76,16 @@ class World:
         )
 
 
-def build_world(
-    rng: random.Random,
-    chains: tuple[Chain, ...],
-    *,
-    min_edges: int,
-    avoid: frozenset[tuple[str, int, str]] = frozenset(),
-    n_levels: int | None = None,
-    fanout: int = 0,
-) -> World:
-    """A random world with at least ``min_edges`` structure edges, using no (chain, level, sub) in ``avoid``.
-
-    Every item of a non-last level contains at least one item and every item of a non-first level is
-    inside at least one item; extra edges are added at random until there are enough. ``fanout`` > 0
-    gives one item exactly that many children (at most ``MAX_ITEMS_PER_LEVEL``).
-    """
-    n_lv = n_levels if n_levels is not None else rng.choice((2, 3, 3, 4, 4))
-    n_lv = max(n_lv, 2)
-    start = rng.randint(0, 4 - n_lv)
+def _pick_chain(
+    rng: random.Random, chains: tuple[Chain, ...], levels: range, avoid: frozenset[tuple[str, int, str]]
+) -> tuple[Chain, list[int]]:
+    """A random chain with a sub-category outside ``avoid`` at every level, and those sub-categories."""
     chain_order = list(range(len(chains)))
     rng.shuffle(chain_order)
     for ci in chain_order:
         chain = chains[ci]
         subs: list[int] = []
-        for lv in range(start, start + n_lv):
+        for lv in levels:
             free = [
                 si
                 for si, sub in enumerate(chain.levels[lv].subcategories)
@@ -108,24 +94,17 @@ def build_world(
             if not free:
                 break
             subs.append(rng.choice(free))
-        if len(subs) == n_lv:
-            break
-    else:
-        raise ValueError("no chain has a free sub-category at every level; too many disjoint worlds")
-    levels = tuple(range(start, start + n_lv))
-    sizes = [rng.randint(2, 4) for _ in levels]
-    while sum(a * b for a, b in itertools.pairwise(sizes)) < min_edges + min_edges // 3:
-        grow = [i for i, s in enumerate(sizes) if s < MAX_ITEMS_PER_LEVEL]
-        if not grow:
-            break
-        sizes[min(grow, key=lambda i: (sizes[i], i))] += 1
-    hub = (rng.randrange(n_lv - 1), 0) if fanout else (-1, -1)
-    if fanout:
-        sizes[hub[0] + 1] = max(sizes[hub[0] + 1], fanout)
-    items: list[tuple[str, ...]] = []
-    for lv, si, size in zip(levels, subs, sizes, strict=True):
-        pool = list(chain.levels[lv].subcategories[si].items)
-        items.append(tuple(rng.sample(pool, size)))
+        if len(subs) == len(levels):
+            return chain, subs
+    raise ValueError("no chain has a free sub-category at every level; too many disjoint worlds")
+
+
+def _edges(
+    rng: random.Random, sizes: list[int], *, min_edges: int, fanout: int, hub: tuple[int, int]
+) -> set[tuple[int, int, int]]:
+    """(level, parent, child) edges: every item linked up and down, the hub's ``fanout`` children,
+    then random extra edges up to ``min_edges``."""
+    n_lv = len(sizes)
     edges: set[tuple[int, int, int]] = set()
     for i in range(n_lv - 1):
         for c in range(sizes[i + 1]):
@@ -146,7 +125,43 @@ def build_world(
         all_pairs = [(i, p, c) for i in range(n_lv - 1) for p in range(sizes[i]) for c in range(sizes[i + 1])]
         missing = [e for e in all_pairs if e not in edges and (e[0], e[1]) != hub]
         edges.update(rng.sample(missing, min(len(missing), min_edges - len(edges))))
-    ordered = sorted(edges)
+    return edges
+
+
+def build_world(
+    rng: random.Random,
+    chains: tuple[Chain, ...],
+    *,
+    min_edges: int,
+    avoid: frozenset[tuple[str, int, str]] = frozenset(),
+    n_levels: int | None = None,
+    fanout: int = 0,
+) -> World:
+    """A random world with at least ``min_edges`` structure edges, using no (chain, level, sub) in ``avoid``.
+
+    Every item of a non-last level contains at least one item and every item of a non-first level is
+    inside at least one item; extra edges are added at random until there are enough. ``fanout`` > 0
+    gives one item exactly that many children (at most ``MAX_ITEMS_PER_LEVEL``).
+    """
+    n_lv = n_levels if n_levels is not None else rng.choice((2, 3, 3, 4, 4))
+    n_lv = max(n_lv, 2)
+    start = rng.randint(0, 4 - n_lv)
+    chain, subs = _pick_chain(rng, chains, range(start, start + n_lv), avoid)
+    levels = tuple(range(start, start + n_lv))
+    sizes = [rng.randint(2, 4) for _ in levels]
+    while sum(a * b for a, b in itertools.pairwise(sizes)) < min_edges + min_edges // 3:
+        grow = [i for i, s in enumerate(sizes) if s < MAX_ITEMS_PER_LEVEL]
+        if not grow:
+            break
+        sizes[min(grow, key=lambda i: (sizes[i], i))] += 1
+    hub = (rng.randrange(n_lv - 1), 0) if fanout else (-1, -1)
+    if fanout:
+        sizes[hub[0] + 1] = max(sizes[hub[0] + 1], fanout)
+    items: list[tuple[str, ...]] = []
+    for lv, si, size in zip(levels, subs, sizes, strict=True):
+        pool = list(chain.levels[lv].subcategories[si].items)
+        items.append(tuple(rng.sample(pool, size)))
+    ordered = sorted(_edges(rng, sizes, min_edges=min_edges, fanout=fanout, hub=hub))
     return World(
         chain=chain.name,
         levels=levels,

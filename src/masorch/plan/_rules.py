@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Collection
 
-from masorch.plan.catalogue import Catalogue, ParamSpec
+from masorch.plan.catalogue import Catalogue, KindSignature, ParamSpec
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import AgentSpec
 from masorch.plan.refs import ID_RE
@@ -73,6 +73,11 @@ def check_agent(agent: AgentSpec, catalogue: Catalogue, max_task_chars: int, out
             )
         )
         return
+    _params(agent, signature, where, out)
+
+
+def _params(agent: AgentSpec, signature: KindSignature, where: str, out: list[Diagnostic]) -> None:
+    """Rules on an agent's parameters: each known and in range, every required one given."""
     for name, value in agent.params.items():
         spec = signature.param(name)
         if spec is None:

@@ -107,7 +107,11 @@ class _Span:
 
 
 def _spans(text: str, diags: list[Diagnostic]) -> tuple[list[_Span], bool]:
-    """Where each call starts and ends, and whether any call was found at all."""
+    """Where each call starts and ends, and whether any call was found at all.
+
+    Long on purpose: one pass over the text that carries its line state (number, start, comment,
+    the last call's "(") from call to call; split up, every helper would pass all of it back.
+    """
     spans: list[_Span] = []
     found = False
     pos = 0

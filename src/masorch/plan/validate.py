@@ -107,6 +107,28 @@ def check(
     return CheckResult(parsed, result, parsed.diagnostics + result.diagnostics)
 
 
+def _final_answer(plan: Plan, answer: str, dom: DoM, limits: Limits, out: list[Diagnostic]) -> None:
+    """Rules on a direct answer: not with agents, not empty, not at DoM high (unless allowed)."""
+    if plan.agents:
+        out.append(
+            diag(
+                "answer_with_agents",
+                "the plan both answers directly and creates agents; it is unclear which to use",
+                "either delegate (remove the final answer) or answer directly (remove the agents)",
+            )
+        )
+    if not answer.strip():
+        out.append(diag("empty_answer", "the final answer is empty", "put the answer in the final answer"))
+    if dom is DoM.HIGH and not plan.agents and not limits.direct_answer_in_high:
+        out.append(
+            diag(
+                "dom_direct_answer",
+                "at DoM high the plan must delegate to agents, not answer directly",
+                "create agents and flows whose sink answers the question",
+            )
+        )
+
+
 def _shape(plan: Plan, dom: DoM, limits: Limits, out: list[Diagnostic]) -> bool:
     """Rules on the plan as a whole; False when there is nothing more to check."""
     if not plan.agents and plan.final_answer is None:
@@ -120,26 +142,7 @@ def _shape(plan: Plan, dom: DoM, limits: Limits, out: list[Diagnostic]) -> bool:
         )
         return False
     if plan.final_answer is not None:
-        if plan.agents:
-            out.append(
-                diag(
-                    "answer_with_agents",
-                    "the plan both answers directly and creates agents; it is unclear which to use",
-                    "either delegate (remove the final answer) or answer directly (remove the agents)",
-                )
-            )
-        if not plan.final_answer.strip():
-            out.append(
-                diag("empty_answer", "the final answer is empty", "put the answer in the final answer")
-            )
-        if dom is DoM.HIGH and not plan.agents and not limits.direct_answer_in_high:
-            out.append(
-                diag(
-                    "dom_direct_answer",
-                    "at DoM high the plan must delegate to agents, not answer directly",
-                    "create agents and flows whose sink answers the question",
-                )
-            )
+        _final_answer(plan, plan.final_answer, dom, limits, out)
     if len(plan.agents) > limits.max_agents:
         out.append(
             diag(
@@ -263,6 +266,40 @@ def _refs(
     return implied
 
 
+def _cycles(components: list[list[str]], edges: list[tuple[str, str]], out: list[Diagnostic]) -> None:
+    """The cycle rule: one diagnostic per strongly connected component, naming a cycle through it."""
+    children: dict[str, list[str]] = {}
+    for src, dst in edges:
+        children.setdefault(src, []).append(dst)
+    for component in components:
+        path = cycle_through(component[0], set(component), children)
+        out.append(
+            diag(
+                "cycle",
+                f"the flows form a cycle: {' -> '.join(path)}",
+                "remove one flow of the cycle; a plan must be a DAG",
+                "cycle:" + "->".join(path),
+            )
+        )
+
+
+def _prune(final: str, order_ids: list[str], edges: list[tuple[str, str]], out: list[Diagnostic]) -> set[str]:
+    """The agents whose output never reaches ``final``, each reported (info) as left out."""
+    upstream = ancestors(final, edges)
+    pruned = {a for a in order_ids if a != final and a not in upstream}
+    for agent_id in (a for a in order_ids if a in pruned):
+        out.append(
+            diag(
+                "pruned_agent",
+                f"the output of {agent_id!r} never reaches the final agent {final!r} (the last one "
+                "written), so it is left out",
+                f"use ${{{agent_id}}} in a task downstream, or remove the agent",
+                f"agent:{agent_id}",
+            )
+        )
+    return pruned
+
+
 def _graph(
     order_ids: list[str], edges: list[tuple[str, str]], out: list[Diagnostic], sink_rules: bool, prune: bool
 ) -> tuple[str | None, list[str] | None, set[str]]:
@@ -272,19 +309,7 @@ def _graph(
     order = topological_order(order_ids, edges)
     components = [] if order is not None else strongly_connected(order_ids, edges)
     if components:
-        children: dict[str, list[str]] = {}
-        for src, dst in edges:
-            children.setdefault(src, []).append(dst)
-        for component in components:
-            path = cycle_through(component[0], set(component), children)
-            out.append(
-                diag(
-                    "cycle",
-                    f"the flows form a cycle: {' -> '.join(path)}",
-                    "remove one flow of the cycle; a plan must be a DAG",
-                    "cycle:" + "->".join(path),
-                )
-            )
+        _cycles(components, edges, out)
         return None, None, set()
     has_out = {src for src, _ in edges}
     sinks = [a for a in order_ids if a not in has_out]
@@ -294,18 +319,7 @@ def _graph(
         return None, order, set()
     if prune and order_ids[-1] in sinks:  # the final agent is the last one written
         final = order_ids[-1]
-        upstream = ancestors(final, edges)
-        pruned = {a for a in order_ids if a != final and a not in upstream}
-        for agent_id in (a for a in order_ids if a in pruned):
-            out.append(
-                diag(
-                    "pruned_agent",
-                    f"the output of {agent_id!r} never reaches the final agent {final!r} (the last one "
-                    "written), so it is left out",
-                    f"use ${{{agent_id}}} in a task downstream, or remove the agent",
-                    f"agent:{agent_id}",
-                )
-            )
+        pruned = _prune(final, order_ids, edges, out)
         return final, [a for a in order or [] if a not in pruned], pruned
     if len(sinks) <= 16:  # the sink that gathers the most work is probably the intended one
         main = max(reversed(sinks), key=lambda s: len(ancestors(s, edges)))
@@ -334,11 +348,8 @@ def _graph(
     return None, order, set()
 
 
-def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits()) -> ValidationResult:
-    """Every problem of ``plan`` under ``dom`` at once; a ``ValidatedPlan`` when there is no error."""
-    out: list[Diagnostic] = []
-    if not _shape(plan, dom, limits, out):
-        return ValidationResult(plan, tuple(out), None)
+def _agents(plan: Plan, catalogue: Catalogue, limits: Limits, out: list[Diagnostic]) -> list[str]:
+    """Each agent's own rules and the duplicate-id rule; the distinct ids in the order written."""
     order_ids: list[str] = []
     seen: set[str] = set()
     for agent in plan.agents:
@@ -355,6 +366,15 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
         else:
             order_ids.append(agent.id)
             seen.add(agent.id)
+    return order_ids
+
+
+def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits()) -> ValidationResult:
+    """Every problem of ``plan`` under ``dom`` at once; a ``ValidatedPlan`` when there is no error."""
+    out: list[Diagnostic] = []
+    if not _shape(plan, dom, limits, out):
+        return ValidationResult(plan, tuple(out), None)
+    order_ids = _agents(plan, catalogue, limits, out)
     ids = set(order_ids)
     suggest = Suggestions(ids)  # bounded "did you mean" hints keep huge plans linear
     edges = _flows(plan, ids, out, suggest)

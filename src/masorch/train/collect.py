@@ -225,7 +225,7 @@ def env_spec(
     factory = backend_factory or default_backend_factory
     if cfg.cache_mode != "off":
         cache = Path(cfg.cache_path) if cfg.cache_path else cfg.out / CACHE_FILE
-        factory = CachingFactory(factory, cache, cfg.cache_mode)  # type: ignore[arg-type]  # checked there
+        factory = CachingFactory(factory, cache, cfg.cache_mode)
     spec = dataclasses.replace(spec, backend_factory=factory)
     if agents_factory is not None:
         spec = dataclasses.replace(spec, agents_factory=agents_factory)

@@ -18,6 +18,7 @@ from typing import Any
 from masorch.errors import UsageError
 from masorch.plan import DoM
 from masorch.plan.catalogue import KindSignature
+from masorch.plan.parse import Dialect
 from masorch.run.budget import Budget
 from masorch.run.orchestrate import OrchestrateOptions, orchestrator_messages
 from masorch.train.config import SourceConfig
@@ -59,13 +60,13 @@ def _questions(source: SourceConfig) -> Iterable[tuple[str, str, str, str, str]]
 def build_rows(
     sources: Iterable[SourceConfig],
     *,
-    dom: str,
-    dialect: str,
+    dom: DoM,
+    dialect: Dialect,
     catalogue: Mapping[str, KindSignature],
     budget: Budget | None = None,
 ) -> list[Row]:
     """The prompt rows of every source, in order, each source cut to its ``limit``."""
-    options = OrchestrateOptions(dom=DoM(dom), dialect=dialect, budget=budget or Budget())  # type: ignore[arg-type]
+    options = OrchestrateOptions(dom=DoM(dom), dialect=dialect, budget=budget or Budget())
     rows: list[Row] = []
     for source in sources:
         n = 0
@@ -77,7 +78,7 @@ def build_rows(
                 {
                     "prompt": [{"role": m.role, "content": m.content} for m in messages],
                     "question": question,
-                    "dom": dom,
+                    "dom": options.dom.value,
                     "ground_truth": truth,
                     "scorer": source.scorer or scorer,
                     "data_source": data_source,

@@ -25,8 +25,6 @@ from masorch.eval.datasets import Sample
 from masorch.eval.harness import TRACE_FILE, EnvSpec, EvalOptions, evaluate
 from masorch.eval.log import LOG_FILE, RunLog
 from masorch.eval.sources import DataSource
-from masorch.plan.parse import Dialect
-from masorch.run.budget import Budget
 from masorch.run.system import System
 
 #: The model string under which the policy being evaluated is served to the harness.
@@ -134,29 +132,13 @@ class SharedBackend:
         return None
 
 
-@dataclass(frozen=True)
-class PolicyEval:
-    """How a policy is evaluated: DoM, dialect, sub-agent model, per-plan limits, concurrency.
-
-    ``constrain`` decodes plans under the dialect's grammar where the policy's backend can.
-    """
-
-    dom: str
-    dialect: Dialect
-    subagent: str
-    max_plan_tokens: int
-    budget: Budget
-    node_timeout_s: float | None = None
-    concurrency: int = 4
-    constrain: bool = False
-
-
 def evaluate_policy(
     orchestrator: Backend,
     rows: Sequence[Mapping[str, Any]],
     out_dir: Path,
     *,
-    settings: PolicyEval,
+    system: System,
+    concurrency: int = 4,
     subagent_factory: Callable[[str], Backend],
     agents_factory: Callable[[], AgentRegistry],
     corpus: Path | None = None,
@@ -164,25 +146,22 @@ def evaluate_policy(
 ) -> EvalSummary:
     """Run the held-out ``rows`` through the eval harness with ``orchestrator`` planning them.
 
+    ``system`` is the policy's ``mas:<dom>`` system (:meth:`masorch.train.config.TrainConfig.policy_system`):
+    its orchestrator becomes the policy, its name gets ``@tag``, and its run deadline bounds each
+    node instead (see the module docstring). ``concurrency`` samples run at once.
     Writes an eval run directory at ``out_dir`` (replaced if present) with its ``report.md``.
     ``subagent_factory`` builds the sub-agent backend of a model string (it is closed by the
     harness afterwards; lend a shared one with :class:`SharedBackend`).
     """
     from masorch.eval.report import REPORT_FILE, write_report
 
-    system = System(
-        mode="mas",
-        variant=settings.dom,
-        model=settings.subagent,
-        name=f"mas:{settings.dom}@{tag}",
-        orchestrator=POLICY_MODEL,
-        dialect=settings.dialect,
-        repair=0,
-        constrain=settings.constrain,
-        plan_tokens=settings.max_plan_tokens,
-        budget=settings.budget,
-        timeout_s=None,
-        node_timeout_s=settings.node_timeout_s,
+    system = system.model_copy(
+        update={
+            "name": f"{system.label}@{tag}",
+            "orchestrator": POLICY_MODEL,
+            "timeout_s": None,
+            "node_timeout_s": system.timeout_s,
+        }
     )
     policy = SharedBackend(orchestrator)
 
@@ -197,7 +176,7 @@ def evaluate_policy(
         [system],
         sources,
         out_dir,
-        options=EvalOptions(concurrency=settings.concurrency, resume=False),
+        options=EvalOptions(concurrency=concurrency, resume=False),
         env_spec=env,
     )
     write_report(out_dir, plots=False)

@@ -21,13 +21,12 @@ from typing import Any
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
 from masorch.errors import UsageError
-from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
 from masorch.train.config import TrainConfig
 from masorch.train.data import Row, build_rows
-from masorch.train.evaluate import EvalSummary, PolicyEval, SharedBackend, evaluate_policy
+from masorch.train.evaluate import EvalSummary, SharedBackend, evaluate_policy
 from masorch.train.reward_components import CostTarget
-from masorch.train.rewards import PlanRewards
+from masorch.train.rewards import BatchHook, PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
 from masorch.train.samples import SAMPLES_FILE, SampleLog
 from masorch.train.trainer_parts import (
@@ -73,12 +72,7 @@ class TrainReport:
 
 def rollout_settings(cfg: TrainConfig) -> RolloutSettings:
     """The per-plan limits of a config, and its dialect (the one inference parses, not ``auto``)."""
-    return RolloutSettings(
-        dialect=cfg.dialect,
-        budget=Budget(max_calls=cfg.plan_max_calls, max_tokens=cfg.plan_max_tokens),
-        timeout_s=cfg.plan_deadline_s,
-        concurrency=cfg.concurrency,
-    )
+    return RolloutSettings.of(cfg.policy_system(), cfg.concurrency)
 
 
 def subagent_backend(cfg: TrainConfig) -> Backend:
@@ -87,13 +81,13 @@ def subagent_backend(cfg: TrainConfig) -> Backend:
 
     cache = Path(cfg.cache_path) if cfg.cache_path else Path(cfg.output_dir) / "subagent_cache.sqlite"
     cache.parent.mkdir(parents=True, exist_ok=True)
-    settings = BackendSettings(cache_path=cache, cache_mode=cfg.cache_mode)  # type: ignore[arg-type]
+    settings = BackendSettings(cache_path=cache, cache_mode=cfg.cache_mode)
     return make_backend(cfg.subagent, settings=settings)
 
 
 def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], list[Row]]:
     """Training rows and held-out rows (``eval`` sources, else the last ``eval_limit`` train rows)."""
-    budget = Budget(max_calls=cfg.plan_max_calls, max_tokens=cfg.plan_max_tokens)
+    budget = cfg.plan_budget
     catalogue = agents.catalogue()
     train = build_rows(cfg.train, dom=cfg.dom, dialect=cfg.dialect, catalogue=catalogue, budget=budget)
     if cfg.eval_limit <= 0:
@@ -139,8 +133,74 @@ def search_retriever(corpus: Path | None) -> Retriever | None:
     return default_retriever_factory(corpus)
 
 
-def _grpo_args(cfg: TrainConfig, weights: list[float], precision: str) -> Any:
-    from trl import GRPOConfig
+def plan_rewards(
+    cfg: TrainConfig,
+    agents: AgentRegistry,
+    subagent: Backend,
+    retriever: Retriever | None,
+    on_batch: BatchHook | None = None,
+) -> PlanRewards:
+    """The reward functions of a config: sampled plans run by ``agents`` on ``subagent`` within the
+    per-plan limits (:func:`rollout_settings`), weighted and cost-targeted as the config says."""
+    executor = PlanExecutor(
+        agents, RoleBackends(subagent=subagent), rollout_settings(cfg), retriever=retriever
+    )
+    cost = CostTarget(calls=cfg.cost_target_calls, tokens=cfg.cost_target_tokens, cap=cfg.cost_cap)
+    return PlanRewards(executor, weights=cfg.reward_weights, cost_target=cost, on_batch=on_batch)
+
+
+@dataclass
+class HeldOut:
+    """The before/after evaluation of a training run: its held-out rows through the eval harness.
+
+    ``subagent`` is a backend lent by a test; without one each evaluation builds its own (same
+    cache), since it runs on its own event loop.
+    """
+
+    cfg: TrainConfig
+    rows: list[Row]
+    agents: AgentRegistry
+    corpus: Path | None
+    subagent: Backend | None = None
+
+    def evaluate(self, tag: str, policy: Any, tokenizer: Any) -> EvalSummary | None:
+        """Evaluate ``policy`` (a transformers model) into ``<output_dir>/eval_<tag>``; None without rows."""
+        if not self.rows:
+            return None
+        from masorch.backends.hf import HFBackend
+
+        t0 = time.monotonic()
+        policy.eval()
+        summary = evaluate_policy(
+            HFBackend(policy, tokenizer, name=f"{self.cfg.model}@{tag}"),
+            self.rows,
+            Path(self.cfg.output_dir) / f"eval_{tag}",
+            system=self.cfg.policy_system(),
+            concurrency=self.cfg.concurrency,
+            subagent_factory=self._subagent,
+            agents_factory=lambda: self.agents,
+            corpus=self.corpus,
+            tag=tag,
+        )
+        logger.info("eval %s (%.0f s): %s", tag, time.monotonic() - t0, summary)
+        return summary
+
+    def _subagent(self, model: str) -> Backend:
+        return SharedBackend(self.subagent) if self.subagent is not None else subagent_backend(self.cfg)
+
+
+def _grpo_trainer(
+    cfg: TrainConfig,
+    precision: str,
+    policy: Any,
+    tokenizer: Any,
+    rewards: PlanRewards,
+    rows: list[Row],
+    callback: Any,
+) -> Any:
+    """TRL's GRPOTrainer over the prompt ``rows``, one reward function per component."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
 
     args = common_args(cfg, precision)
     args.update(
@@ -152,12 +212,20 @@ def _grpo_args(cfg: TrainConfig, weights: list[float], precision: str) -> Any:
             "beta": cfg.beta,
             "temperature": cfg.temperature,
             "max_completion_length": cfg.max_completion_length,
-            "reward_weights": weights,
+            "reward_weights": rewards.reward_weights(),
             "gradient_accumulation_steps": 1,
         }
     )
     args.update(cfg.trl)
-    return GRPOConfig(**args)
+    return GRPOTrainer(
+        model=policy,
+        reward_funcs=list[Any](rewards.reward_funcs()),
+        args=GRPOConfig(**args),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=lora_config(cfg) if cfg.lora else None,
+        callbacks=[callback],
+    )
 
 
 def train_grpo(
@@ -169,10 +237,6 @@ def train_grpo(
 ) -> TrainReport:
     """Run GRPO as ``cfg`` says; ``subagent``/``agents`` replace the configured ones (tests)."""
     require_train_stack()
-    from datasets import Dataset
-    from trl import GRPOTrainer
-
-    from masorch.backends.hf import HFBackend
     from masorch.train.gguf import load_policy
 
     out = Path(cfg.output_dir)
@@ -184,65 +248,19 @@ def train_grpo(
     train_rows, held_rows = prompt_rows(cfg, agents)
     corpus = search_corpus(cfg)
     retriever = search_retriever(corpus)  # before any backend exists: a missing corpus leaks nothing
-    backends = RoleBackends(subagent=subagent or subagent_backend(cfg))
-    settings = rollout_settings(cfg)
-    executor = PlanExecutor(agents, backends, settings, retriever=retriever)
-
-    def eval_subagent(model: str) -> Backend:
-        # The evaluation runs on its own event loop, so it gets its own backend (same cache),
-        # unless one was passed in, which it borrows.
-        return SharedBackend(subagent) if subagent is not None else subagent_backend(cfg)
-
-    cost = CostTarget(calls=cfg.cost_target_calls, tokens=cfg.cost_target_tokens, cap=cfg.cost_cap)
-    rewards = PlanRewards(
-        executor, weights=cfg.reward_weights, cost_target=cost, on_batch=SampleLog(out / SAMPLES_FILE)
+    rewards = plan_rewards(
+        cfg, agents, subagent or subagent_backend(cfg), retriever, on_batch=SampleLog(out / SAMPLES_FILE)
     )
+    held_out = HeldOut(cfg, held_rows, agents, corpus, subagent)
     try:
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
         precision, weights_dtype = precisions(cfg.precision, cfg.lora)
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
-
-        def evaluate(tag: str, policy: Any) -> EvalSummary | None:
-            if not held_rows:
-                return None
-            t0 = time.monotonic()
-            policy.eval()
-            summary = evaluate_policy(
-                HFBackend(policy, tokenizer, name=f"{cfg.model}@{tag}"),
-                held_rows,
-                out / f"eval_{tag}",
-                settings=PolicyEval(
-                    dom=cfg.dom,
-                    dialect=cfg.dialect,
-                    constrain=cfg.constrain,
-                    subagent=cfg.subagent,
-                    max_plan_tokens=cfg.max_completion_length,
-                    budget=settings.budget,
-                    node_timeout_s=cfg.plan_deadline_s,
-                    concurrency=cfg.concurrency,
-                ),
-                subagent_factory=eval_subagent,
-                agents_factory=lambda: agents,
-                corpus=corpus,
-                tag=tag,
-            )
-            logger.info("eval %s (%.0f s): %s", tag, time.monotonic() - t0, summary)
-            return summary
-
-        before = evaluate("before", model)
-        peft_config = lora_config(cfg) if cfg.lora else None
+        before = held_out.evaluate("before", model, tokenizer)
         callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
-        trainer = GRPOTrainer(
-            model=model,
-            reward_funcs=list[Any](rewards.reward_funcs()),
-            args=_grpo_args(cfg, rewards.reward_weights(), precision),
-            train_dataset=Dataset.from_list(train_rows),
-            processing_class=tokenizer,
-            peft_config=peft_config,
-            callbacks=[callback],
-        )
+        trainer = _grpo_trainer(cfg, precision, model, tokenizer, rewards, train_rows, callback)
         trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora)
-        after = evaluate("after", trained.model)
+        after = held_out.evaluate("after", trained.model, tokenizer)
         report = TrainReport(
             output_dir=str(out),
             final_model=str(trained.final),

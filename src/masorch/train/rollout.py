@@ -31,6 +31,7 @@ from masorch.plan.parse import DialectChoice
 from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends, run_plan
 from masorch.run.result import RunStatus
+from masorch.run.system import System
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -42,6 +43,7 @@ class RolloutSettings:
 
     ``budget`` and ``timeout_s`` bound every plan on its own (sub-agent calls only: the plan
     itself was sampled by the trainer); ``concurrency`` is how many plans run at once.
+    :meth:`of` derives them from the policy's :class:`~masorch.run.system.System`.
     """
 
     dialect: DialectChoice = "auto"
@@ -54,6 +56,18 @@ class RolloutSettings:
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise UsageError(f"rollout concurrency must be >= 1, got {self.concurrency}", hint="e.g. 8")
+
+    @classmethod
+    def of(cls, system: System, concurrency: int) -> RolloutSettings:
+        """The settings that check and run the plans of ``system``'s orchestrator: its dialect,
+        budget and deadlines (the limits stay the default ones: sampled plans run unpruned)."""
+        return cls(
+            dialect=system.dialect,
+            budget=system.budget,
+            timeout_s=system.timeout_s,
+            node_timeout_s=system.node_timeout_s,
+            concurrency=concurrency,
+        )
 
 
 @dataclass(frozen=True)

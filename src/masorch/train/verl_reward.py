@@ -24,9 +24,8 @@ from typing import Any
 
 from masorch.errors import UsageError
 from masorch.train.config import TrainConfig, load_config
-from masorch.train.reward_components import COMPONENTS, CostTarget
+from masorch.train.reward_components import COMPONENTS
 from masorch.train.rewards import PlanRewards
-from masorch.train.rollout import PlanExecutor
 
 _LOCK = threading.Lock()
 
@@ -53,24 +52,15 @@ class RewardService:
 
 def build_rewards(cfg: TrainConfig) -> PlanRewards:
     """The PlanRewards of a training config (sub-agent backend with its cache, per-plan limits)."""
-    from masorch.run.executor import RoleBackends
     from masorch.train.grpo import (
-        rollout_settings,
+        plan_rewards,
         search_corpus,
         search_retriever,
         subagent_backend,
         train_agents,
     )
 
-    agents = train_agents(cfg)
-    executor = PlanExecutor(
-        agents,
-        RoleBackends(subagent=subagent_backend(cfg)),
-        rollout_settings(cfg),
-        retriever=search_retriever(search_corpus(cfg)),
-    )
-    cost = CostTarget(calls=cfg.cost_target_calls, tokens=cfg.cost_target_tokens, cap=cfg.cost_cap)
-    return PlanRewards(executor, weights=cfg.reward_weights, cost_target=cost)
+    return plan_rewards(cfg, train_agents(cfg), subagent_backend(cfg), search_retriever(search_corpus(cfg)))
 
 
 #: The process-wide service verl's entry points use (one per worker process; built lazily).
