@@ -33,7 +33,7 @@ from masorch.train.samples import SAMPLES_FILE, SampleLog
 from masorch.train.trainer_parts import (
     LOG_FILE,
     REPORT_FILE,
-    common_args,
+    grpo_args,
     log_callback,
     lora_config,
     precisions,
@@ -139,27 +139,6 @@ def search_retriever(corpus: Path | None) -> Retriever | None:
     return default_retriever_factory(corpus)
 
 
-def _grpo_args(cfg: TrainConfig, weights: list[float], precision: str) -> Any:
-    from trl import GRPOConfig
-
-    args = common_args(cfg, precision)
-    args.update(
-        {
-            "per_device_train_batch_size": cfg.batch_size,
-            "num_generations": cfg.num_generations,
-            "max_steps": cfg.max_steps,
-            "learning_rate": cfg.learning_rate,
-            "beta": cfg.beta,
-            "temperature": cfg.temperature,
-            "max_completion_length": cfg.max_completion_length,
-            "reward_weights": weights,
-            "gradient_accumulation_steps": 1,
-        }
-    )
-    args.update(cfg.trl)
-    return GRPOConfig(**args)
-
-
 def train_grpo(
     cfg: TrainConfig,
     *,
@@ -235,7 +214,7 @@ def train_grpo(
         trainer = GRPOTrainer(
             model=model,
             reward_funcs=list[Any](rewards.reward_funcs()),
-            args=_grpo_args(cfg, rewards.reward_weights(), precision),
+            args=grpo_args(cfg, rewards.reward_weights(), precision),
             train_dataset=Dataset.from_list(train_rows),
             processing_class=tokenizer,
             peft_config=peft_config,
