@@ -232,9 +232,11 @@ def train_rounds(
     *,
     subagent: Backend | None = None,
     agents: AgentRegistry | None = None,
+    policy: tuple[Any, Any] | None = None,
     on_log: Callable[[dict[str, Any]], None] | None = None,
 ) -> RoundsReport:
-    """Run GRPO over trajectories as ``cfg`` says; ``subagent``/``agents`` replace the configured ones."""
+    """Run GRPO over trajectories as ``cfg`` says; ``subagent``, ``agents`` and ``policy`` (a
+    model and its tokenizer) replace the configured ones (tests)."""
     require_train_stack()
     from datasets import Dataset
     from trl import GRPOTrainer
@@ -251,7 +253,7 @@ def train_rounds(
     logger.info("%d training prompts; tools: %s", len(rows), ", ".join(setting.agents.catalogue()))
     rewards = RoundsRewards(cfg.rewards, out / TRAJECTORIES_FILE)
     precision, weights_dtype = precisions(cfg.precision, cfg.lora)
-    model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
+    model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
     tokenizer = policy_tokenizer(tokenizer, cfg.chat_template)
     callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
     turns = cfg.max_rounds + 1  # a turn per round, plus the turn of final_answer
