@@ -72,3 +72,18 @@ def test_config_is_strict_and_closed() -> None:
     names = [name for name, _, _ in describe_rounds()]
     assert "rewards.theta_par" in names and "max_rounds" in names
     assert all(meaning for _, _, meaning in describe_rounds())
+
+
+def test_cli_lists_the_fields_and_refuses_bad_configs(tmp_path, capsys) -> None:
+    from masorch.cli.main import main
+
+    assert main(["train", "rounds", "--show-config"]) == 0
+    out = capsys.readouterr().out
+    assert "rewards.theta_par" in out and "max_calls_per_round" in out
+    assert main(["train", "rounds"]) == 2
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("train: [{kind: masbench_gen, count: 2}]\nrewards: {theta_tol: 2}\n")
+    assert main(["train", "rounds", "--config", str(cfg)]) == 2
+    assert "theta_tool" in capsys.readouterr().err
+    cfg.write_text("model: x\n")
+    assert main(["train", "rounds", "--config", str(cfg)]) == 2  # no train sources

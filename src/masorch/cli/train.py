@@ -4,7 +4,8 @@
 * ``masorch train data --config FILE --out DIR`` writes the config's prompts as verl parquet;
 * ``masorch train sft --config FILE`` fine-tunes on those trajectories, loss on the orchestrator's tokens;
 * ``masorch train collect --config FILE`` samples a teacher's multi-round trajectories into an SFT dataset;
-* ``masorch train grpo|collect|sft --show-config`` lists every config field with its default and meaning.
+* ``masorch train rounds --config FILE`` runs GRPO where one sample is a whole multi-round trajectory;
+* ``masorch train grpo|collect|sft|rounds --show-config`` lists every config field, its default, its meaning.
 """
 
 from __future__ import annotations
@@ -195,6 +196,39 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
             f"[bold]done[/]: {report.steps} steps on {report.examples} trajectories "
             f"({report.loss_tokens} of {report.tokens} tokens with loss), "
             f"{report.seconds_per_step:.1f} s/step; model in {report.final_model}"
+        )
+
+    @train_app.command("rounds")
+    def rounds_cmd(
+        config: Path | None = typer.Option(None, "--config", help="YAML rounds training config."),  # noqa: B008
+        set_: list[str] = typer.Option([], "--set", help="Override a top-level key: KEY=VALUE (YAML value)."),  # noqa: B008
+        show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
+    ) -> None:
+        """GRPO of the multi-round orchestrator: one sample is a whole trajectory of tool rounds."""
+        from masorch.train.rounds_config import describe_rounds
+
+        console = Console()
+        path = _config_or_fields(console, "rounds", config, show_config, describe_rounds, "rounds.yaml")
+        if path is None:
+            return
+        import logging
+
+        from masorch.train.rounds_config import load_rounds_config
+        from masorch.train.rounds_grpo import train_rounds
+
+        logging.getLogger("masorch").setLevel(logging.INFO)
+        cfg = load_rounds_config(path, _overrides(set_))
+        keys = ("step", "loss", "reward", "rewards/success/mean", "rounds/rounds", "rounds/calls")
+
+        def on_log(line: dict[str, Any]) -> None:
+            console.print(
+                " ".join(f"{k}={line[k]:.4g}" for k in keys if isinstance(line.get(k), (int, float)))
+            )
+
+        report = train_rounds(cfg, on_log=on_log)
+        console.print(
+            f"[bold]done[/]: {report.steps} steps, {report.seconds_per_step:.1f} s/step; "
+            f"model in {report.final_model}"
         )
 
     @train_app.command("data")
