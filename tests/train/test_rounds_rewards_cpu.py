@@ -87,3 +87,16 @@ def test_cli_lists_the_fields_and_refuses_bad_configs(tmp_path, capsys) -> None:
     assert "theta_tool" in capsys.readouterr().err
     cfg.write_text("model: x\n")
     assert main(["train", "rounds", "--config", str(cfg)]) == 2  # no train sources
+
+
+def test_the_docs_config_is_valid_and_shows_the_default_rewards() -> None:
+    import re
+    from pathlib import Path
+
+    from masorch.files import load_yaml
+
+    text = (Path(__file__).parents[2] / "docs" / "train.md").read_text(encoding="utf-8")
+    block = re.search(r"## RL over trajectories.*?```yaml\n(.*?)```", text, re.DOTALL)
+    assert block is not None
+    cfg = rounds_config(load_yaml(block.group(1)))
+    assert cfg.rewards == RoundsRewardConfig()  # the page lists the defaults
