@@ -22,6 +22,7 @@ from typing import Any
 from masorch.agents.base import AgentRegistry
 from masorch.backends.base import Backend
 from masorch.run.executor import RoleBackends
+from masorch.score.scorer import Scorer
 from masorch.train.reward_components import grade, reward_scorer
 from masorch.train.rounds_config import RoundsRewardConfig, RoundsTrainConfig
 from masorch.train.rounds_env import RoundsEnvironment, RoundsSetting, environment_factory
@@ -57,6 +58,7 @@ class RoundsRewards:
     def __init__(self, config: RoundsRewardConfig, log_path: Path | None = None) -> None:
         self.config = config
         self.log_path = log_path
+        self._scorers: dict[str, Scorer] = {}
 
     def reward_funcs(self) -> list[RewardFunc]:
         """One function per component, named after it (TRL logs ``rewards/<name>/mean``)."""
@@ -88,7 +90,8 @@ class RoundsRewards:
             row = rollout.row
             score = None
             if rollout.answer:
-                scorer = reward_scorer(str(row.get("scorer") or "exact"))
+                name = str(row.get("scorer") or "exact")
+                scorer = self._scorers.get(name) or self._scorers.setdefault(name, reward_scorer(name))
                 score = grade(scorer, rollout.answer, str(row.get("ground_truth", "")), rollout.question)
             rollout.components = components(figures, score, **self.config.thresholds())
             rollout.figures_seen = figures
