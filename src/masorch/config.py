@@ -148,9 +148,10 @@ def describe_fields(cls: type[ConfigModel]) -> list[tuple[str, str, str]]:
     for name, info in cls.model_fields.items():
         inner = _nested_model(info.annotation)
         if inner is not None:
-            nested.setdefault(inner, []).append(name)
+            listed = typing.get_origin(info.annotation) is list
+            nested.setdefault(inner, []).append(f"{name}[]" if listed else name)
     for inner, names in nested.items():
-        rows += _rows(inner, " / ".join(f"{n}[]" for n in names) + ": ")
+        rows += _rows(inner, " / ".join(names) + ("." if len(names) == 1 and "[" not in names[0] else ": "))
     return rows
 
 

@@ -11,20 +11,11 @@ import pytest
 pytest.importorskip("trl")
 pytest.importorskip("peft")
 
-from masorch.backends.models import ModelStore
 from masorch.backends.scripted import ScriptedBackend
 from masorch.train.config import SourceConfig, TrainConfig
 from masorch.train.grpo import LOG_FILE, REPORT_FILE, train_grpo
 
 pytestmark = pytest.mark.model
-
-
-@pytest.fixture(scope="module")
-def smollm2() -> str:
-    status = {m.name: m for m in ModelStore().list()}["smollm2-135m"]
-    if not status.cached:
-        pytest.skip("smollm2-135m is not pulled (masorch models pull smollm2-135m)")
-    return "local:smollm2-135m"
 
 
 @pytest.mark.timeout(900)

@@ -4,7 +4,8 @@
 * ``masorch train data --config FILE --out DIR`` writes the config's prompts as verl parquet;
 * ``masorch train sft --config FILE`` fine-tunes on those trajectories, loss on the orchestrator's tokens;
 * ``masorch train collect --config FILE`` samples a teacher's multi-round trajectories into an SFT dataset;
-* ``masorch train grpo|collect|sft --show-config`` lists every config field with its default and meaning.
+* ``masorch train rounds --config FILE`` runs GRPO where one sample is a whole multi-round trajectory;
+* ``masorch train grpo|collect|sft|rounds --show-config`` lists every config field, its default, its meaning.
 """
 
 from __future__ import annotations
@@ -73,6 +74,32 @@ def _collect_fields() -> list[tuple[str, str, str]]:
     from masorch.train.collect_config import describe_collect
 
     return describe_collect()
+
+
+def _rounds_fields() -> list[tuple[str, str, str]]:
+    from masorch.train.rounds_config import describe_rounds
+
+    return describe_rounds()
+
+
+def _train_rounds(console: Console, path: Path, overrides: dict[str, Any]) -> None:
+    import logging
+
+    from masorch.train.rounds_config import load_rounds_config
+    from masorch.train.rounds_grpo import train_rounds
+
+    logging.getLogger("masorch").setLevel(logging.INFO)
+    cfg = load_rounds_config(path, overrides)
+    keys = ("step", "loss", "reward", "rewards/success/mean", "rounds/rounds", "rounds/calls")
+
+    def on_log(line: dict[str, Any]) -> None:
+        console.print(" ".join(f"{k}={line[k]:.4g}" for k in keys if isinstance(line.get(k), (int, float))))
+
+    report = train_rounds(cfg, on_log=on_log)
+    console.print(
+        f"[bold]done[/]: {report.steps} steps, {report.seconds_per_step:.1f} s/step; "
+        f"model in {report.final_model}"
+    )
 
 
 def _sft_fields() -> list[tuple[str, str, str]]:
@@ -207,6 +234,15 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
         "SFT",
         _sft_fields,
         _train_sft,
+    )
+
+    _config_command(
+        train_app,
+        "rounds",
+        "GRPO of the multi-round orchestrator: one sample is a whole trajectory of tool rounds.",
+        "rounds training",
+        _rounds_fields,
+        _train_rounds,
     )
 
     @train_app.command("data")

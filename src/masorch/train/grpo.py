@@ -32,7 +32,7 @@ from masorch.train.samples import SAMPLES_FILE, SampleLog
 from masorch.train.trainer_parts import (
     LOG_FILE,
     REPORT_FILE,
-    common_args,
+    grpo_args,
     log_callback,
     lora_config,
     precisions,
@@ -200,27 +200,12 @@ def _grpo_trainer(
 ) -> Any:
     """TRL's GRPOTrainer over the prompt ``rows``, one reward function per component."""
     from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
-    args = common_args(cfg, precision)
-    args.update(
-        {
-            "per_device_train_batch_size": cfg.batch_size,
-            "num_generations": cfg.num_generations,
-            "max_steps": cfg.max_steps,
-            "learning_rate": cfg.learning_rate,
-            "beta": cfg.beta,
-            "temperature": cfg.temperature,
-            "max_completion_length": cfg.max_completion_length,
-            "reward_weights": rewards.reward_weights(),
-            "gradient_accumulation_steps": 1,
-        }
-    )
-    args.update(cfg.trl)
     return GRPOTrainer(
         model=policy,
         reward_funcs=list[Any](rewards.reward_funcs()),
-        args=GRPOConfig(**args),
+        args=grpo_args(cfg, rewards.reward_weights(), precision),
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=lora_config(cfg) if cfg.lora else None,

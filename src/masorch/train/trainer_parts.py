@@ -1,4 +1,5 @@
-"""What the GRPO and SFT trainers share: the JSONL log callback (with a wall-clock stop) and LoRA."""
+"""What the GRPO and SFT trainers share: TRL arguments, the JSONL log callback (with a wall-clock
+stop), LoRA, training and saving."""
 
 from __future__ import annotations
 
@@ -91,6 +92,43 @@ def common_args(cfg: CommonFields, precision: str) -> dict[str, Any]:
     if not torch.cuda.is_available():
         args["use_cpu"] = True
     return args
+
+
+class GrpoFields(CommonFields, Protocol):
+    """The GRPO fields of a training config, named alike in ``train grpo`` and ``train rounds``."""
+
+    batch_size: int
+    num_generations: int
+    max_steps: int
+    learning_rate: float
+    beta: float
+    temperature: float
+    max_completion_length: int
+    trl: dict[str, Any]
+
+
+def grpo_args(cfg: GrpoFields, weights: list[float], precision: str, **extra: Any) -> Any:
+    """TRL's ``GRPOConfig`` of a config: the common arguments, the GRPO fields, the reward weights,
+    ``extra`` arguments, then the config's ``trl`` pass-through."""
+    from trl import GRPOConfig
+
+    args = common_args(cfg, precision)
+    args.update(
+        {
+            "per_device_train_batch_size": cfg.batch_size,
+            "num_generations": cfg.num_generations,
+            "max_steps": cfg.max_steps,
+            "learning_rate": cfg.learning_rate,
+            "beta": cfg.beta,
+            "temperature": cfg.temperature,
+            "max_completion_length": cfg.max_completion_length,
+            "reward_weights": weights,
+            "gradient_accumulation_steps": 1,
+            **extra,
+        }
+    )
+    args.update(cfg.trl)
+    return GRPOConfig(**args)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,264 @@
+"""The tool side of the multi-round mode: one round's calls checked, run in parallel, recorded.
+
+:class:`RoundCalls` holds what a multi-round run keeps between rounds on the tool side (the rounds
+so far, the units spent, the injected faults left) and plays one round: each call is checked
+(:func:`masorch.run.round_calls.check_calls`), the units reserved, a fault injected if the run asks
+for them, and the calls that pass run in parallel through the executor, each as a one-node plan;
+every call ends with exactly one :class:`~masorch.run.trajectory.CallOutcome`. The orchestrator
+side (who writes the calls) is :mod:`masorch.run.rounds` at inference and the training
+environment (:mod:`masorch.train.rounds_env`) in RL; both play rounds through this class, so the
+protocol exists once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from masorch.agents.base import KIND_NEEDS, AgentRegistry, NodeOutput, NodeStatus, Retriever, UpstreamResult
+from masorch.backends.base import Backend, ToolCall, ToolSpec
+from masorch.plan import Plan
+from masorch.prompts import render
+from masorch.run.budget import Budget
+from masorch.run.executor import Executor, RoleBackends
+from masorch.run.faults import ToolFaults
+from masorch.run.round_calls import (
+    FINAL_TOOL,
+    TOOL_TITLES,
+    CheckedCall,
+    check_calls,
+    tool_costs,
+    tool_specs,
+    units_of,
+)
+from masorch.run.session import RunSession
+from masorch.run.system import System
+from masorch.run.trajectory import CallOutcome, RoundRecord
+from masorch.trace.events import PlanParsed, ToolResult
+
+
+@dataclass(frozen=True)
+class PoolEntry:
+    """A model of the pool: its backend and the one line the orchestrator reads about it."""
+
+    backend: Backend
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class RoundsOptions:
+    """Limits of a multi-round run: rounds, calls per round, budget, deadlines, tool costs and units."""
+
+    max_rounds: int = 12
+    max_calls_per_round: int = 4
+    budget: Budget = field(default_factory=Budget)
+    timeout_s: float | None = None
+    node_timeout_s: float | None = None
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    tool_costs: Mapping[str, float] = field(default_factory=dict)
+    max_units: float | None = None
+    seed: int | None = None
+    faults: ToolFaults | None = None
+
+    @classmethod
+    def of(cls, system: System, faults: ToolFaults | None = None) -> RoundsOptions:
+        """The options of a ``mas:rounds`` system (``plan_tokens`` caps each orchestrator turn), with
+        the environment's injected ``faults`` if any."""
+        return cls(
+            max_rounds=system.max_rounds,
+            max_calls_per_round=system.max_calls_per_round,
+            budget=system.budget,
+            timeout_s=system.timeout_s,
+            node_timeout_s=system.node_timeout_s,
+            max_tokens=system.plan_tokens,
+            tool_costs=dict(system.tool_costs),
+            max_units=system.max_units,
+            temperature=system.temperature,
+            seed=system.seed,
+            faults=faults,
+        )
+
+
+class RoundCalls:
+    """The tool side of one multi-round run: the tools offered, the rounds played, the units spent."""
+
+    def __init__(
+        self,
+        question: str,
+        backends: RoleBackends,
+        agents: AgentRegistry,
+        opts: RoundsOptions,
+        session: RunSession,
+        retriever: Retriever | None = None,
+        pool: Mapping[str, PoolEntry] | None = None,
+    ) -> None:
+        self.question = question
+        self.backends = backends
+        self.agents = agents
+        self.catalogue = agents.catalogue()
+        self.opts = opts
+        self.session = session
+        self.retriever = retriever
+        self.pool = pool or {}
+        self.costs = tool_costs(opts.tool_costs)
+        self.tools: tuple[ToolSpec, ...] = tool_specs(
+            self.catalogue, pool={n: e.description for n, e in self.pool.items()}, costs=self.costs
+        )
+        self.rounds: list[RoundRecord] = []
+        self.units = 0.0
+        self.faults_left = _fault_cap(opts.faults)
+
+    def system_prompt(self) -> str:
+        """The orchestrator's system prompt: the tools with their units, the pool, the limits."""
+        return render(
+            "rounds/system.j2",
+            tools=[
+                {
+                    "name": k,
+                    "title": TOOL_TITLES.get(k, ""),
+                    "summary": s.summary,
+                    "units": units_of(k, self.costs),
+                }
+                for k, s in self.catalogue.items()
+            ],
+            pool=[{"name": n, "description": e.description} for n, e in self.pool.items()],
+            max_rounds=self.opts.max_rounds,
+            max_calls=self.opts.max_calls_per_round,
+            budget=self.opts.budget.describe(),
+            max_units=self.opts.max_units,
+        )
+
+    def between(self, template: str, round_no: int, problem: str = "") -> str:
+        """The user message after a round (``rounds/round_done.j2`` or ``rounds/no_calls.j2``)."""
+        return render(
+            template,
+            round=round_no,
+            max_rounds=self.opts.max_rounds,
+            units=self.units,
+            max_units=self.opts.max_units,
+            problem=problem,
+        )
+
+    async def play(self, round_no: int, calls: Sequence[ToolCall]) -> list[CallOutcome]:
+        """Check a round's calls, run those that pass in parallel; one outcome per call, in order."""
+        checked = check_calls(
+            calls,
+            round_no=round_no,
+            catalogue=self.catalogue,
+            pool=list(self.pool),
+            max_calls=self.opts.max_calls_per_round,
+        )
+        history = self._history()
+        jobs: list[asyncio.Future[CallOutcome] | CallOutcome] = []
+        for item in checked:
+            if isinstance(item, CallOutcome):
+                jobs.append(item)
+                continue
+            refusal = self._reserve(item)
+            if refusal is None:
+                refusal = self._injected(item)
+            jobs.append(
+                refusal if refusal is not None else asyncio.ensure_future(self._run_call(item, history))
+            )
+        specs = [item.spec for item in checked if isinstance(item, CheckedCall)]
+        self.session.emit(
+            PlanParsed,
+            dialect="tools",
+            text="\n".join(f"{c.name}({c.arguments})" for c in calls),
+            plan=Plan(agents=tuple(specs)).model_dump(mode="json"),
+            attempt=round_no,
+        )
+        return [job if isinstance(job, CallOutcome) else await job for job in jobs]
+
+    def record(self, round_no: int, outcomes: Sequence[CallOutcome], wall_s: float) -> None:
+        """Keep a finished round and send a ``tool_result`` event for each of its calls."""
+        for outcome in outcomes:
+            fields = outcome.to_dict()
+            self.session.emit(ToolResult, **{k: fields[k] for k in ToolResult.model_fields if k in fields})
+        self.rounds.append(RoundRecord(round_no, tuple(outcomes), wall_s))
+
+    def _reserve(self, call: CheckedCall) -> CallOutcome | None:
+        """Spend the call's units, or the BUDGET outcome when the run's units or calls are spent."""
+        reason = self.session.ledger.exhausted()
+        if reason is not None:
+            return call.refused("BUDGET", f"not run: {reason}")
+        cost = units_of(call.tool, self.costs)
+        limit = self.opts.max_units
+        if limit is not None and self.units + cost > limit:
+            left = max(0.0, limit - self.units)
+            return call.refused(
+                "BUDGET", f"not run: it costs {cost:g} units and {left:g} of {limit:g} are left"
+            )
+        self.units += cost
+        return None
+
+    def _injected(self, call: CheckedCall) -> CallOutcome | None:
+        """The injected failure of a call about to run (its units spent), or None to run it."""
+        faults = self.opts.faults
+        if faults is None or self.faults_left <= 0:
+            return None
+        status = faults.draw(self.question, self.opts.seed, call.node)
+        if status is None:
+            return None
+        self.faults_left -= 1
+        error = faults.error(status, call.tool, self.opts.node_timeout_s)
+        return dataclasses.replace(
+            call.refused(status, error), units=units_of(call.tool, self.costs), injected=True
+        )
+
+    async def _run_call(self, call: CheckedCall, history: tuple[UpstreamResult, ...]) -> CallOutcome:
+        backends = self.backends
+        if call.pool_name:
+            backends = RoleBackends(self.pool[call.pool_name].backend, judge=self.backends.judge)
+        executor = Executor(
+            self.agents,
+            backends,
+            self.session,
+            node_timeout_s=self.opts.node_timeout_s,
+            retriever=self.retriever,
+        )
+        context = history if _reads_history(self.agents, call.tool) else ()
+        t0 = time.perf_counter()
+        result = await executor.execute(call.plan, self.question, context=context)
+        out = result.node_results.get(call.node, NodeOutput(status=NodeStatus.ERROR, error=result.error))
+        model = backends.for_node(call.tool, "subagent").model_id
+        return call.ran(
+            out, model=model, units=units_of(call.tool, self.costs), wall_s=time.perf_counter() - t0
+        )
+
+    def _history(self) -> tuple[UpstreamResult, ...]:
+        """The results of the earlier rounds' calls that ran ok, as a reviewer reads them."""
+        return tuple(
+            UpstreamResult(f"{c.node} {c.tool}", c.result, c.output.rationale if c.output else "")
+            for r in self.rounds
+            for c in r.calls
+            if c.ok
+        )
+
+
+def bad_final(call: ToolCall, round_no: int) -> CallOutcome:
+    """The outcome of a ``final_answer`` alone in its round whose arguments hold no answer."""
+    return CallOutcome(
+        round_no,
+        call.id,
+        f"r{round_no}c1",
+        FINAL_TOOL,
+        "FORMAT_ERR",
+        error="final_answer needs a non-empty string `answer`, or `synthesize: true` "
+        '(hint: {"answer": "42"})',
+    )
+
+
+def _fault_cap(faults: ToolFaults | None) -> int:
+    if faults is None:
+        return 0
+    return faults.max_per_run if faults.max_per_run is not None else 1 << 30
+
+
+def _reads_history(agents: AgentRegistry, kind: str) -> bool:
+    needs = set(getattr(agents.get(kind), "requires", ())) | KIND_NEEDS.get(kind, frozenset())
+    return "history" in needs

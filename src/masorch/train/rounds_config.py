@@ -1,0 +1,179 @@
+"""The configuration of ``masorch train rounds``: GRPO over whole multi-round trajectories.
+
+Two config records (:class:`~masorch.config.ConfigModel`: strict, closed, an unknown key is an
+error naming the closest field): :class:`RoundsRewardConfig` holds every weight and threshold of
+the trajectory reward (:mod:`masorch.train.rounds_rewards`), :class:`RoundsTrainConfig` the rest
+of a run. Each field documents itself; ``masorch train rounds --show-config`` lists them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from masorch.config import ConfigModel, describe_fields
+from masorch.errors import UsageError
+from masorch.run.budget import Budget
+from masorch.run.round_exec import RoundsOptions
+from masorch.train.config import SourceConfig
+
+
+class RoundsRewardConfig(ConfigModel):
+    """Weights and thresholds of the trajectory reward; the thresholds and budgets are the paper's."""
+
+    show_config: ClassVar[str] = "masorch train rounds --show-config"
+
+    success: float = Field(default=1.0, description="weight of task success (the scorer on the final answer)")
+    protocol: float = Field(
+        default=0.2, description="weight of protocol compliance (share of calls not FORMAT_ERR/REJECTED)"
+    )
+    diversity: float = Field(default=0.1, description="weight of diversity (parallel calls, distinct tools)")
+    efficiency: float = Field(
+        default=0.1, description="weight of efficiency (soft budgets on tokens and units)"
+    )
+    theta_par: float = Field(
+        default=1.25, gt=0, description="mean parallel calls per round for half the diversity"
+    )
+    theta_tool: int = Field(default=3, ge=1, description="distinct tools per trajectory for the other half")
+    tokens_target: float = Field(default=12_288, gt=0, description="L_tar: total tokens with full efficiency")
+    tokens_max: float = Field(
+        default=24_576, gt=0, description="L_max: total tokens where it reaches 0 (2x target)"
+    )
+    units_target: float = Field(default=8, gt=0, description="C_tar: cost units with full efficiency")
+    units_max: float = Field(default=16, gt=0, description="C_max: cost units where it reaches 0 (2x target)")
+    shaping_needs_success: bool = Field(
+        default=False, description="diversity and efficiency count only for a trajectory whose task succeeded"
+    )
+
+    @model_validator(mode="after")
+    def _maxima_above_targets(self) -> RoundsRewardConfig:
+        if self.tokens_max <= self.tokens_target or self.units_max <= self.units_target:
+            raise ValueError("tokens_max and units_max must be above their targets")
+        return self
+
+    def weights(self) -> dict[str, float]:
+        """The weight of each component, by the names of :data:`masorch.train.rounds_rewards.COMPONENTS`."""
+        return {
+            "success": self.success,
+            "protocol": self.protocol,
+            "diversity": self.diversity,
+            "efficiency": self.efficiency,
+        }
+
+    def thresholds(self) -> dict[str, Any]:
+        """The keyword arguments of :func:`masorch.train.rounds_rewards.components`."""
+        return self.model_dump(exclude={"success", "protocol", "diversity", "efficiency"})
+
+
+class RoundsTrainConfig(ConfigModel):
+    """Everything ``masorch train rounds`` needs; the defaults make a small MASBench run."""
+
+    show_config: ClassVar[str] = "masorch train rounds --show-config"
+    what: ClassVar[str] = "rounds training config"
+
+    model: str = Field(
+        default="local:qwen2.5-coder-0.5b",
+        description="the policy: local:<embedded GGUF>, a .gguf path or a Hugging Face model dir",
+    )
+    chat_template: Literal["model", "qwen2_5"] = Field(
+        default="model",
+        description="the policy's own chat template, or TRL's Qwen2.5 one (tool calls as <tool_call> JSON) "
+        "for a ChatML model whose template has no tools",
+    )
+    subagent: str = Field(
+        default="local:qwen2.5-coder-0.5b", description="the model the sub-agent tools run on"
+    )
+    subagent_max_tokens: int = Field(default=512, ge=1, description="the cap on each sub-agent reply")
+    cache_path: str | None = Field(
+        default=None, description="sub-agent record/replay cache (default <output_dir>/subagent_cache.sqlite)"
+    )
+    cache_mode: Literal["read_write", "record", "replay", "off"] = Field(
+        default="read_write", description="sub-agent cache mode (replay: no sub-agent model)"
+    )
+    train: list[SourceConfig] = Field(
+        default_factory=list, description="prompt sources: masbench, masbench_gen or dataset (as for grpo)"
+    )
+    max_rounds: int = Field(
+        default=12, ge=1, le=12, description="rounds per trajectory (the turn of final_answer aside)"
+    )
+    max_calls_per_round: int = Field(default=4, ge=1, le=4, description="tool calls per round")
+    tool_costs: dict[str, float] = Field(
+        default_factory=dict, description="cost units per tool kind, e.g. {sc: 3}"
+    )
+    max_units: float | None = Field(
+        default=None, description="units cap per trajectory (a call past it ends BUDGET)"
+    )
+    max_calls: int | None = Field(default=24, description="sub-agent LLM calls per trajectory")
+    max_tokens: int | None = Field(default=None, description="sub-agent tokens per trajectory")
+    node_timeout_s: float | None = Field(default=120.0, description="time limit of each tool call")
+    rewards: RoundsRewardConfig = Field(
+        default_factory=RoundsRewardConfig, description="weights and thresholds of the reward"
+    )
+    num_generations: int = Field(default=4, ge=2, description="K: trajectories per prompt (the GRPO group)")
+    batch_size: int = Field(default=4, ge=1, description="trajectories per device step (a multiple of K)")
+    max_steps: int = Field(default=20, ge=1, description="optimisation steps")
+    learning_rate: float = Field(default=1e-5, gt=0, description="learning rate")
+    beta: float = Field(default=0.0, ge=0, description="KL coefficient (0: no reference model)")
+    temperature: float = Field(default=1.0, gt=0, description="sampling temperature of the policy")
+    max_completion_length: int = Field(
+        default=2048,
+        ge=1,
+        description="tokens of a whole trajectory after the prompt: turns and tool results",
+    )
+    lora: bool = Field(default=True, description="train LoRA adapters (else all weights)")
+    lora_r: int = Field(default=8, ge=1, description="LoRA rank")
+    lora_alpha: int = Field(default=16, ge=1, description="LoRA alpha")
+    lora_dropout: float = Field(default=0.0, ge=0, description="LoRA dropout")
+    lora_target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], description="LoRA target modules"
+    )
+    precision: Literal["auto", "bf16", "fp32"] = Field(
+        default="auto", description="auto: bf16 where the hardware runs it fast, else fp32"
+    )
+    gradient_checkpointing: bool = Field(
+        default=True, description="recompute activations in the backward pass"
+    )
+    logging_steps: int = Field(default=1, ge=1, description="log every N steps")
+    save_steps: int = Field(default=0, ge=0, description="checkpoint every N steps (0: only the final model)")
+    seed: int = Field(default=0, description="training seed")
+    max_train_s: float | None = Field(
+        default=None, description="stop after the step that passes this many seconds"
+    )
+    output_dir: str = Field(
+        default="runs/rounds-grpo", description="where the log, samples and final model go"
+    )
+    trl: dict[str, Any] = Field(
+        default_factory=dict, description="extra GRPOConfig fields, passed through (e.g. use_vllm: true)"
+    )
+
+    @model_validator(mode="after")
+    def _groups_fit(self) -> RoundsTrainConfig:
+        if self.batch_size % self.num_generations:
+            raise ValueError(f"batch_size {self.batch_size} is not a multiple of num_generations")
+        return self
+
+    def options(self) -> RoundsOptions:
+        """The limits each trajectory runs under, as the rounds mode takes them."""
+        return RoundsOptions(
+            max_rounds=self.max_rounds,
+            max_calls_per_round=self.max_calls_per_round,
+            budget=Budget(max_calls=self.max_calls, max_tokens=self.max_tokens),
+            node_timeout_s=self.node_timeout_s,
+            tool_costs=dict(self.tool_costs),
+            max_units=self.max_units,
+        )
+
+
+def load_rounds_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RoundsTrainConfig:
+    """Read a YAML ``train rounds`` config; ``overrides`` (top-level keys) win over the file."""
+    cfg = RoundsTrainConfig.load(path, overrides)
+    if not cfg.train:
+        raise UsageError(f"{path} has no train sources", hint="train: [{kind: masbench_gen, axis: depth}]")
+    return cfg
+
+
+def describe_rounds() -> list[tuple[str, str, str]]:
+    """(name, default, meaning) of every field, the reward's as ``rewards.<name>``."""
+    return describe_fields(RoundsTrainConfig)

@@ -1,0 +1,260 @@
+"""The training environment of the multi-round orchestrator: one instance per trajectory, for TRL.
+
+TRL's ``GRPOTrainer(environment_factory=...)`` makes one environment per rollout, calls its
+``reset(**row)`` before generation, exposes its public methods as the policy's tools, calls the
+tools the policy names in a turn, returns each result as a ``tool`` message and generates the next
+turn, until a turn without a tool call. :func:`environment_class` builds that class from the tools
+the multi-round mode offers (:attr:`masorch.run.round_exec.RoundCalls.tools`: one per sub-agent
+kind plus ``final_answer``, the same names, descriptions and parameters), so the trained policy
+sees at training time the tools it calls at inference.
+
+A turn's calls are one round. TRL calls async tools of one turn together (``asyncio.gather`` on
+its event loop), so the first call of a turn waits one loop step for the others to register, then
+plays the whole round through :meth:`RoundCalls.play` (the same checks, units, statuses and
+parallel execution as ``masorch run --mode rounds``) and every call returns its own outcome's
+message. The rollout's state (:class:`Rollout`) keeps the rounds, statuses, units, the sub-agent
+ledger and the final answer; the reward components read it (:mod:`masorch.train.rounds_rewards`).
+
+Where training differs from inference: TRL's tool messages carry the tool name, not a
+``tool_call_id``; the between-rounds note (round done, rounds left, units spent) ends the round's
+last tool message instead of being a user message; a turn without a call ends the trajectory (no
+reminder); after ``final_answer`` TRL generates one more turn, whose calls are refused; and
+``final_answer`` with ``synthesize: true`` is refused (no synthesis model while training).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from masorch.agents.base import AgentRegistry, Retriever
+from masorch.backends.base import ToolCall, ToolSpec
+from masorch.run.executor import RoleBackends
+from masorch.run.round_calls import FINAL_TOOL, call_ids, final_answer
+from masorch.run.round_exec import RoundCalls, RoundsOptions, bad_final
+from masorch.run.session import RunSession
+from masorch.run.trajectory import CallOutcome
+from masorch.train.rounds_rewards import TrajectoryFigures
+
+_PY_TYPES: Mapping[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list[str],
+}
+
+
+@dataclass(frozen=True)
+class RoundsSetting:
+    """What every trajectory of a run shares: the sub-agents and their models, the limits."""
+
+    agents: AgentRegistry
+    backends: RoleBackends
+    options: RoundsOptions
+    retriever: Retriever | None = None
+
+    def tool_calls(self, question: str = "") -> RoundCalls:
+        """A fresh tool side for one trajectory of ``question``, with its own session and ledger."""
+        session = RunSession(self.options.budget, deadline_s=self.options.timeout_s)
+        return RoundCalls(question, self.backends, self.agents, self.options, session, self.retriever)
+
+    def prompt(self, question: str) -> list[dict[str, str]]:
+        """The orchestrator's chat before its first turn: the rounds system prompt and the question."""
+        return [
+            {"role": "system", "content": self.tool_calls(question).system_prompt()},
+            {"role": "user", "content": question},
+        ]
+
+
+class Rollout:
+    """The state of one trajectory: its rounds (through :class:`RoundCalls`), the calls refused
+    outside any round, the final answer."""
+
+    def __init__(self, setting: RoundsSetting, row: Mapping[str, Any]) -> None:
+        self.row = dict(row)
+        self.question = str(row.get("question", ""))
+        self.calls = setting.tool_calls(self.question)
+        self.options = setting.options
+        self.turns = 0
+        self.answer = ""
+        self.ended = False
+        self.delivered = 0
+        self.outside: list[CallOutcome] = []
+        self.components: dict[str, float] | None = None
+        self.figures_seen: TrajectoryFigures | None = None
+
+    @property
+    def rounds(self) -> int:
+        """Rounds played (the turn of ``final_answer`` aside)."""
+        return len(self.calls.rounds)
+
+    @property
+    def outcomes(self) -> list[CallOutcome]:
+        """Every call's outcome: the rounds' calls, then those refused outside any round."""
+        return [c for r in self.calls.rounds for c in r.calls] + self.outside
+
+    def subagent_tokens(self) -> int:
+        """The tokens the trajectory's sub-agent calls used."""
+        return self.calls.session.ledger.totals().total_tokens
+
+    def figures(self, *, trainer_calls: int, policy_tokens: int) -> TrajectoryFigures:
+        """The reward's view of this trajectory. ``trainer_calls``: the tool calls the trainer parsed
+        from the policy's turns (those it could not deliver count as protocol errors);
+        ``policy_tokens``: the tokens of the policy's turns and the tool results it read, to which
+        the sub-agents' tokens are added for ``L``."""
+        outcomes = self.outcomes
+        return TrajectoryFigures(
+            calls_per_round=tuple(len(r.calls) for r in self.calls.rounds),
+            statuses=tuple(c.status for c in outcomes if c.tool != FINAL_TOOL or c.status != "OK"),
+            tools=tuple(c.tool for c in outcomes if c.status not in ("FORMAT_ERR", "REJECTED")),
+            undelivered=max(0, trainer_calls - self.delivered),
+            answered=bool(self.answer),
+            tokens=policy_tokens + self.subagent_tokens(),
+            units=self.calls.units,
+        )
+
+    async def play_turn(self, calls: Sequence[ToolCall]) -> list[str]:
+        """One turn of the policy: a round of tool calls, its ``final_answer``, or calls refused
+        because the trajectory has ended or the round cap is reached; one message per call."""
+        self.turns += 1
+        self.delivered += len(calls)
+        t0 = time.perf_counter()
+        round_no = self.rounds + 1
+        calls = call_ids(calls, round_no)
+        if self.ended or round_no > self.options.max_rounds:
+            why = (
+                "the final answer was given"
+                if self.ended
+                else f"all {self.options.max_rounds} rounds are used"
+            )
+            refused = [
+                _refused(c, round_no, i, f"not run: {why}; call nothing more") for i, c in enumerate(calls, 1)
+            ]
+            self.outside += refused
+            return [o.message_text() for o in refused]
+        if len(calls) == 1 and calls[0].name == FINAL_TOOL:
+            answer = final_answer(calls[0])
+            if answer is not None:
+                self.answer, self.ended = answer, True
+                return [f"status: OK\nfinal answer recorded: {answer}"]
+            outcome = bad_final(calls[0], round_no)
+            if "synthesize" in calls[0].arguments:
+                outcome = _refused(
+                    calls[0], round_no, 1, "no synthesis model while training: give the answer", "FORMAT_ERR"
+                )
+            outcomes = [outcome]
+        else:
+            outcomes = await self.calls.play(round_no, calls)
+        self.calls.record(round_no, outcomes, time.perf_counter() - t0)
+        texts = [o.message_text() for o in outcomes]
+        if round_no < self.options.max_rounds:
+            note = self.calls.between("rounds/round_done.j2", round_no)
+        else:
+            note = f"Round {round_no} of {round_no} was the last: call final_answer alone with the answer."
+        texts[-1] = f"{texts[-1]}\n\n{note}"
+        return texts
+
+
+class RoundsEnvironment:
+    """The base of the environment classes :func:`environment_class` makes: ``reset`` and the
+    state; the tools are added per catalogue. Its only public attributes are ``reset`` and the
+    tools, since TRL offers every other public method to the policy as a tool."""
+
+    _setting: RoundsSetting
+
+    def __init__(self) -> None:
+        self._rollout: Rollout | None = None
+        self._pending: list[ToolCall] = []
+        self._turn: asyncio.Future[list[str]] | None = None
+
+    @property
+    def rollout(self) -> Rollout:
+        """The current trajectory's state (after ``reset``)."""
+        if self._rollout is None:
+            raise RuntimeError("reset() was not called: no trajectory has started")
+        return self._rollout
+
+    def reset(self, **row: Any) -> None:
+        """Start a new trajectory for a dataset row (its ``question``, ``ground_truth``, ``scorer``)."""
+        self._rollout = Rollout(self._setting, row)
+        self._pending, self._turn = [], None
+
+    async def _call(self, name: str, args: Mapping[str, Any]) -> str:
+        """One tool call of the current turn; the turn's first call plays the whole round."""
+        index = len(self._pending)
+        if index == 0:
+            self._turn = asyncio.get_running_loop().create_future()
+        self._pending.append(ToolCall(name, json.dumps(dict(args))))
+        turn = self._turn
+        assert turn is not None
+        if index == 0:
+            # TRL gathers a turn's async tool calls: they are all scheduled before any of them runs,
+            # so after one loop step every call of this turn has registered.
+            await asyncio.sleep(0)
+            calls, self._pending = self._pending, []
+            try:
+                turn.set_result(await self.rollout.play_turn(calls))
+            except BaseException as exc:
+                turn.set_exception(exc)
+                raise
+        return (await turn)[index]
+
+
+def environment_class(tools: Sequence[ToolSpec]) -> type[RoundsEnvironment]:
+    """An environment class with one async method per tool (``final_answer`` included), each
+    with the signature and Google-style docstring from which transformers renders the schema."""
+    methods: dict[str, Any] = {name: _tool_method(spec) for spec in tools for name in [spec.name]}
+    return type("RoundsEnvironment", (RoundsEnvironment,), methods)
+
+
+def environment_factory(setting: RoundsSetting) -> Callable[[], RoundsEnvironment]:
+    """The ``environment_factory`` for TRL: a fresh environment of ``setting``'s tools per call."""
+    cls = environment_class(setting.tool_calls().tools)
+
+    def make() -> RoundsEnvironment:
+        env = cls()
+        env._setting = setting
+        return env
+
+    return make
+
+
+def _tool_method(spec: ToolSpec) -> Callable[..., Any]:
+    name = spec.name
+
+    async def tool(self: RoundsEnvironment, **kwargs: Any) -> str:
+        return await self._call(name, kwargs)
+
+    props: Mapping[str, Any] = spec.parameters.get("properties", {})
+    required = set(spec.parameters.get("required", ()))
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    doc = [spec.description, "", "Args:"]
+    for pname, schema in props.items():
+        annotations[pname] = _PY_TYPES.get(schema.get("type", "string"), str)
+        default = inspect.Parameter.empty if pname in required else schema.get("default")
+        params.append(
+            inspect.Parameter(
+                pname, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotations[pname]
+            )
+        )
+        text = " ".join(str(schema.get("description") or pname).split())
+        if "enum" in schema:
+            text += f" (choices: {json.dumps(schema['enum'])})"
+        doc.append(f"    {pname}: {text}")
+    annotations["return"] = str
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = "\n".join(doc)
+    tool.__annotations__ = annotations
+    tool.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+    return tool
+
+
+def _refused(call: ToolCall, round_no: int, i: int, error: str, status: str = "REJECTED") -> CallOutcome:
+    return CallOutcome(round_no, call.id, f"r{round_no}c{i}", call.name, status, error=error)  # type: ignore[arg-type]

@@ -1,0 +1,284 @@
+"""GRPO over whole multi-round trajectories with TRL: one sample is one trajectory of the rounds mode.
+
+:func:`train_rounds` plugs into ``GRPOTrainer`` through its extension points only: the prompt
+dataset (the rounds system prompt and the question), ``environment_factory`` (one
+:class:`masorch.train.rounds_env.RoundsEnvironment` per trajectory: its methods are the tools, and
+TRL masks their results out of the loss), the reward functions (:class:`RoundsRewards`, one per
+component of :mod:`masorch.train.rounds_rewards`, weighted by ``GRPOConfig.reward_weights``), the
+JSONL log callback and peft's LoRA (:mod:`masorch.train.trainer_parts`). The final model is saved
+as a plain Hugging Face checkpoint in ``<output_dir>/final`` (LoRA merged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from masorch.agents.base import AgentRegistry
+from masorch.backends.base import Backend
+from masorch.run.executor import RoleBackends
+from masorch.score.scorer import Scorer
+from masorch.train.reward_components import grade, reward_scorer
+from masorch.train.rounds_config import RoundsRewardConfig, RoundsTrainConfig
+from masorch.train.rounds_env import RoundsEnvironment, RoundsSetting, environment_factory
+from masorch.train.rounds_rewards import COMPONENTS, components, trajectory_reward
+from masorch.train.trainer_parts import (
+    LOG_FILE,
+    REPORT_FILE,
+    grpo_args,
+    log_callback,
+    lora_config,
+    precisions,
+    require_train_stack,
+    train_and_save,
+)
+
+logger = logging.getLogger(__name__)
+
+#: Every trajectory the policy played and its reward, one JSON line each, in the output directory.
+TRAJECTORIES_FILE = "trajectories.jsonl"
+
+RewardFunc = Callable[..., list[float | None]]
+
+
+class RoundsRewards:
+    """TRL reward functions over the environments of a batch: one per component, each the pure
+    function of :mod:`masorch.train.rounds_rewards` on the trajectory's figures.
+
+    The components of a trajectory are computed once (on the first function TRL calls) and kept on
+    its rollout; the first function also logs the batch's trajectory figures (``rounds/...``) and
+    appends each trajectory to ``log_path``.
+    """
+
+    def __init__(self, config: RoundsRewardConfig, log_path: Path | None = None) -> None:
+        self.config = config
+        self.log_path = log_path
+        self._scorers: dict[str, Scorer] = {}
+
+    def reward_funcs(self) -> list[RewardFunc]:
+        """One function per component, named after it (TRL logs ``rewards/<name>/mean``)."""
+        return [self._func(name) for name in COMPONENTS]
+
+    def reward_weights(self) -> list[float]:
+        """The weights, in the order of :meth:`reward_funcs`."""
+        weights = self.config.weights()
+        return [weights[name] for name in COMPONENTS]
+
+    def parts(
+        self,
+        completions: Sequence[Any],
+        environments: Sequence[RoundsEnvironment],
+        completion_ids: Sequence[Sequence[int]] | None = None,
+        log_metric: Callable[[str, float], None] | None = None,
+        step: int = 0,
+    ) -> list[dict[str, float]]:
+        """Every component of each trajectory of the batch (computed once per trajectory)."""
+        fresh = [env.rollout for env in environments if env.rollout.components is None]
+        for i, env in enumerate(environments):
+            rollout = env.rollout
+            if rollout.components is not None:
+                continue
+            figures = rollout.figures(
+                trainer_calls=_trainer_calls(completions[i]),
+                policy_tokens=len(completion_ids[i]) if completion_ids is not None else 0,
+            )
+            row = rollout.row
+            score = None
+            if rollout.answer:
+                name = str(row.get("scorer") or "exact")
+                scorer = self._scorers.get(name) or self._scorers.setdefault(name, reward_scorer(name))
+                score = grade(scorer, rollout.answer, str(row.get("ground_truth", "")), rollout.question)
+            rollout.components = components(figures, score, **self.config.thresholds())
+            rollout.figures_seen = figures
+        if fresh:
+            self._log(fresh, log_metric, step)
+        return [dict(env.rollout.components or {}) for env in environments]
+
+    def _func(self, name: str) -> RewardFunc:
+        def reward(
+            completions: Sequence[Any],
+            environments: Sequence[RoundsEnvironment] = (),
+            completion_ids: Sequence[Sequence[int]] | None = None,
+            log_metric: Callable[[str, float], None] | None = None,
+            trainer_state: Any = None,
+            **_: Any,
+        ) -> list[float | None]:
+            step = int(getattr(trainer_state, "global_step", 0) or 0)
+            parts = self.parts(completions, environments, completion_ids, log_metric, step)
+            return [p[name] for p in parts]
+
+        reward.__name__ = name
+        return reward
+
+    def _log(
+        self, rollouts: Sequence[Any], log_metric: Callable[[str, float], None] | None, step: int
+    ) -> None:
+        weights = self.config.weights()
+        records = []
+        for r in rollouts:
+            f = r.figures_seen
+            assert f is not None
+            records.append(
+                {
+                    "step": step,
+                    "id": r.row.get("id", ""),
+                    "question": r.question,
+                    "answer": r.answer,
+                    "ground_truth": r.row.get("ground_truth", ""),
+                    "reward": trajectory_reward(r.components, weights),
+                    "components": r.components,
+                    "rounds": r.rounds,
+                    "calls_per_round": list(f.calls_per_round),
+                    "statuses": list(f.statuses),
+                    "tools": list(f.tools),
+                    "undelivered": f.undelivered,
+                    "tokens": f.tokens,
+                    "units": f.units,
+                }
+            )
+        if log_metric is not None:
+            n = len(records)
+            log_metric("rounds/rounds", sum(r["rounds"] for r in records) / n)
+            calls = sum(len(r["statuses"]) for r in records)
+            log_metric("rounds/calls", calls / n)
+            log_metric("rounds/answered", sum(bool(r["answer"]) for r in records) / n)
+            log_metric("rounds/units", sum(r["units"] for r in records) / n)
+            log_metric("rounds/tokens", sum(r["tokens"] for r in records) / n)
+            bad = sum(s in ("FORMAT_ERR", "REJECTED") for r in records for s in r["statuses"])
+            log_metric("rounds/bad_call_rate", bad / calls if calls else 0.0)
+        if self.log_path is not None:
+            with self.log_path.open("a", encoding="utf-8") as fh:
+                for rec in records:
+                    fh.write(json.dumps(rec) + "\n")
+
+
+def _trainer_calls(completion: Any) -> int:
+    """The tool calls the trainer parsed from the policy's turns of one completion."""
+    if not isinstance(completion, Sequence) or isinstance(completion, str):
+        return 0
+    return sum(
+        len(m.get("tool_calls") or ())
+        for m in completion
+        if isinstance(m, Mapping) and m.get("role") == "assistant"
+    )
+
+
+@dataclass
+class RoundsReport:
+    """What a run did: steps, time per step, the per-step log lines."""
+
+    output_dir: str
+    final_model: str
+    steps: int
+    seconds_per_step: float
+    wall_s: float
+    logs: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready view (the content of ``report.json``)."""
+        return dict(self.__dict__)
+
+
+def rounds_rows(cfg: RoundsTrainConfig, setting: RoundsSetting) -> list[dict[str, Any]]:
+    """The training rows: each source's questions with the rounds prompt, gold answer and scorer."""
+    from masorch.plan import DoM
+    from masorch.train.data import build_rows
+
+    rows = build_rows(cfg.train, dom=DoM.LOW, dialect="calls", catalogue=setting.agents.catalogue())
+    return [
+        {
+            **{k: v for k, v in row.items() if k not in ("prompt", "dom")},
+            "prompt": setting.prompt(row["question"]),
+        }
+        for row in rows
+    ]
+
+
+def rounds_setting(
+    cfg: RoundsTrainConfig, *, subagent: Backend | None = None, agents: AgentRegistry | None = None
+) -> RoundsSetting:
+    """The sub-agents, their model and the per-trajectory limits of ``cfg`` (``subagent`` and
+    ``agents`` replace the configured ones in tests)."""
+    from masorch.agents.registry import default_registry, offered_registry
+
+    if subagent is None:
+        from masorch.backends.registry import BackendSettings, make_backend
+
+        out = Path(cfg.output_dir)
+        cache = Path(cfg.cache_path) if cfg.cache_path else out / "subagent_cache.sqlite"
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        subagent = make_backend(
+            cfg.subagent, settings=BackendSettings(cache_path=cache, cache_mode=cfg.cache_mode)
+        )
+    agents = agents or offered_registry(
+        default_registry(max_tokens=cfg.subagent_max_tokens), retriever=False, history=True
+    )
+    return RoundsSetting(agents=agents, backends=RoleBackends(subagent), options=cfg.options())
+
+
+def policy_tokenizer(tokenizer: Any, chat_template: str) -> Any:
+    """The tokenizer with the chat template the config asks for (``qwen2_5``: TRL's, which it knows
+    how to parse tool calls from)."""
+    if chat_template == "qwen2_5":
+        from trl.chat_template_utils import qwen2_5_chat_template
+
+        tokenizer.chat_template = qwen2_5_chat_template
+    return tokenizer
+
+
+def train_rounds(
+    cfg: RoundsTrainConfig,
+    *,
+    subagent: Backend | None = None,
+    agents: AgentRegistry | None = None,
+    policy: tuple[Any, Any] | None = None,
+    on_log: Callable[[dict[str, Any]], None] | None = None,
+) -> RoundsReport:
+    """Run GRPO over trajectories as ``cfg`` says; ``subagent``, ``agents`` and ``policy`` (a
+    model and its tokenizer) replace the configured ones (tests)."""
+    require_train_stack()
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from masorch.train.gguf import load_policy
+
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in (LOG_FILE, TRAJECTORIES_FILE):
+        (out / name).unlink(missing_ok=True)
+    t_start = time.monotonic()
+    setting = rounds_setting(cfg, subagent=subagent, agents=agents)
+    rows = rounds_rows(cfg, setting)
+    logger.info("%d training prompts; tools: %s", len(rows), ", ".join(setting.agents.catalogue()))
+    rewards = RoundsRewards(cfg.rewards, out / TRAJECTORIES_FILE)
+    precision, weights_dtype = precisions(cfg.precision, cfg.lora)
+    model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
+    tokenizer = policy_tokenizer(tokenizer, cfg.chat_template)
+    callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
+    turns = cfg.max_rounds + 1  # a turn per round, plus the turn of final_answer
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=list[Any](rewards.reward_funcs()),
+        args=grpo_args(cfg, rewards.reward_weights(), precision, max_tool_calling_iterations=turns),
+        train_dataset=Dataset.from_list(rows),
+        processing_class=tokenizer,
+        peft_config=lora_config(cfg) if cfg.lora else None,
+        callbacks=[callback],
+        environment_factory=environment_factory(setting),
+    )
+    trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora)
+    report = RoundsReport(
+        output_dir=str(out),
+        final_model=str(trained.final),
+        steps=trained.steps,
+        seconds_per_step=trained.train_s / max(1, trained.steps),
+        wall_s=time.monotonic() - t_start,
+        logs=callback.lines,
+    )
+    (out / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2), encoding="utf-8")
+    return report

@@ -1,0 +1,176 @@
+"""The multi-round training environment with scripted sub-agents: rounds, statuses, state, rewards.
+
+TRL calls a turn's async tools together with ``asyncio.gather``; :func:`turn` does the same, so
+these tests drive the environment as the trainer does, without a model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from typing import Any
+
+import pytest
+
+from masorch.agents.registry import default_registry, offered_registry
+from masorch.backends.scripted import ScriptedBackend
+from masorch.run.executor import RoleBackends
+from masorch.run.round_calls import tool_specs
+from masorch.run.round_exec import RoundsOptions
+from masorch.run.trajectory import TOOL_STATUSES
+from masorch.train.rounds_config import RoundsRewardConfig
+from masorch.train.rounds_env import RoundsEnvironment, RoundsSetting, environment_factory
+from masorch.train.rounds_grpo import RoundsRewards
+
+
+def subagent(messages: Any, config: Any) -> str:
+    return "Done. \\boxed{7}"
+
+
+def setting(**options: Any) -> RoundsSetting:
+    agents = offered_registry(default_registry(), retriever=False, sandbox=False, history=True)
+    return RoundsSetting(
+        agents=agents,
+        backends=RoleBackends(ScriptedBackend(subagent, name="sub")),
+        options=RoundsOptions(max_rounds=3, max_calls_per_round=4, **options),
+    )
+
+
+def turn(env: RoundsEnvironment, *calls: tuple[str, dict[str, Any]]) -> list[str]:
+    """One policy turn as TRL runs it: every async tool call of the turn gathered at once."""
+
+    async def go() -> list[str]:
+        coros = [getattr(env, name)(**args) for name, args in calls]
+        return list(await asyncio.gather(*coros))
+
+    return asyncio.run(go())
+
+
+def fresh(**options: Any) -> RoundsEnvironment:
+    env = environment_factory(setting(**options))()
+    env.reset(question="What is 3 + 4?", ground_truth="7", scorer="exact", id="q1")
+    return env
+
+
+def test_the_tools_are_the_rounds_modes_with_their_schema() -> None:
+    from transformers.utils import get_json_schema
+
+    s = setting()
+    env = environment_factory(s)()
+    offered = {spec.name: spec for spec in tool_specs(s.agents.catalogue())}
+    # What TRL offers: the public functions of the class, reset and get_reward aside.
+    functions = inspect.getmembers(type(env), predicate=inspect.isfunction)
+    public = {n for n, _ in functions if not n.startswith("_")}
+    assert public - {"reset"} == set(offered)
+    for name, spec in offered.items():
+        schema = get_json_schema(getattr(env, name))["function"]
+        assert schema["name"] == name
+        assert set(schema["parameters"]["properties"]) == set(spec.parameters["properties"])
+        assert schema["parameters"].get("required", []) == spec.parameters.get("required", [])
+    sc = get_json_schema(env.sc)["function"]["parameters"]["properties"]
+    assert sc["n"]["type"] == "integer" and sc["task"]["type"] == "string"
+
+
+def test_a_turn_is_one_round_with_a_status_per_call() -> None:
+    env = fresh()
+    texts = turn(
+        env,
+        ("cot", {"task": "Add 3 and 4."}),
+        ("sc", {"task": "Add 3 and 4.", "n": 99}),
+        ("cot", {"task": "Add them again.", "bogus": 1}),
+        ("final_answer", {"answer": "7"}),
+        ("cot", {"task": "A fifth call."}),
+    )
+    statuses = [t.splitlines()[0] for t in texts]
+    assert statuses == [
+        "status: OK",
+        "status: FORMAT_ERR",
+        "status: FORMAT_ERR",
+        "status: REJECTED",
+        "status: REJECTED",
+    ]
+    assert "Round 1 of 3 is done" in texts[-1]  # the between-rounds note ends the round
+    rollout = env.rollout
+    assert rollout.rounds == 1 and rollout.calls.units == 1.0 and not rollout.answer
+    assert turn(env, ("final_answer", {"answer": "7"}))[0].startswith("status: OK")
+    assert rollout.answer == "7" and rollout.rounds == 1  # the final turn is not a round
+    late = turn(env, ("cot", {"task": "More?"}))
+    assert late[0].startswith("status: REJECTED") and "final answer was given" in late[0]
+    assert all(o.status in TOOL_STATUSES for o in rollout.outcomes)
+
+
+def test_parallel_calls_of_a_turn_run_concurrently() -> None:
+    running = {"now": 0, "most": 0}
+
+    async def slow(messages: Any, config: Any) -> str:
+        running["now"] += 1
+        running["most"] = max(running["most"], running["now"])
+        await asyncio.sleep(0.05)
+        running["now"] -= 1
+        return "\\boxed{1}"
+
+    s = setting()
+    s = RoundsSetting(s.agents, RoleBackends(ScriptedBackend(slow, name="slow")), s.options)
+    env = environment_factory(s)()
+    env.reset(question="q", ground_truth="1", scorer="exact")
+    turn(env, *[("cot", {"task": f"part {i}"}) for i in range(4)])
+    assert running["most"] == 4
+
+
+def test_the_round_cap_and_units_budget_hold() -> None:
+    env = fresh(max_units=6.0)
+    turn(env, ("sc", {"task": "Vote.", "n": 2}))  # 5 units
+    texts = turn(env, ("cot", {"task": "a"}), ("cot", {"task": "b"}))  # 1 unit left: one runs
+    assert [t.splitlines()[0] for t in texts] == ["status: OK", "status: BUDGET"]
+    last = turn(env, ("cot", {"task": "c"}))
+    assert "was the last" in last[0]
+    capped = turn(env, ("cot", {"task": "d"}))
+    assert "rounds are used" in capped[0]
+    assert env.rollout.rounds == 3
+
+
+def test_figures_and_rewards_from_the_environment_state() -> None:
+    env = fresh()
+    turn(env, ("cot", {"task": "Add."}), ("review", {"task": "Check."}))
+    turn(env, ("final_answer", {"answer": "7"}))
+
+    # TRL's completion: the assistant turns it parsed, with their tool calls, and the tool results.
+    def calls(*names: str) -> list[dict[str, Any]]:
+        return [{"function": {"name": n}} for n in names]
+
+    completion = [
+        {"role": "assistant", "tool_calls": calls("cot", "review")},
+        {"role": "tool", "content": "..."},
+        {"role": "assistant", "tool_calls": calls("final_answer", "x")},
+        {"role": "tool", "content": "..."},
+    ]
+    rewards = RoundsRewards(RoundsRewardConfig(theta_tool=2))
+    logged: dict[str, float] = {}
+    parts = rewards.parts([completion], [env], [[0] * 100], lambda k, v: logged.__setitem__(k, v))
+    f = env.rollout.figures_seen
+    assert f is not None and f.undelivered == 1  # the unknown tool `x` never reached the environment
+    assert f.calls_per_round == (2,) and f.tools == ("cot", "review") and f.answered
+    assert f.tokens == 100 + env.rollout.subagent_tokens() and f.units == 2.0
+    assert parts == [{"success": 1.0, "protocol": 0.75, "diversity": 1.0, "efficiency": 1.0}]
+    funcs = rewards.reward_funcs()
+    assert [fn.__name__ for fn in funcs] == ["success", "protocol", "diversity", "efficiency"]
+    assert funcs[1]([completion], environments=[env]) == [0.75]
+    assert logged["rounds/answered"] == 1.0 and logged["rounds/calls"] == 2.0
+
+
+def test_a_wrong_or_missing_answer_earns_no_success() -> None:
+    env = fresh()
+    turn(env, ("final_answer", {"answer": "8"}))
+    other = fresh()
+    turn(other, ("cot", {"task": "Add."}))
+    parts = RoundsRewards(RoundsRewardConfig()).parts([[], []], [env, other])
+    assert parts[0]["success"] == 0.0 and parts[1]["success"] == 0.0
+    assert parts[1]["protocol"] == pytest.approx(0.5)  # one good call, no final answer
+
+
+def test_synthesis_is_refused_while_training() -> None:
+    env = fresh()
+    text = turn(env, ("final_answer", {"synthesize": True}))[0]
+    assert text.startswith("status: FORMAT_ERR") and "no synthesis model" in text
+    assert json.loads(json.dumps(env.rollout.outcomes[0].to_dict()))["status"] == "FORMAT_ERR"

@@ -1,0 +1,127 @@
+"""Two GRPO steps over multi-round trajectories through TRL's environment_factory, on a tiny random
+model whose turns are scripted: the tool results carry no loss, the rewards reach the log.
+
+The policy's generation is replaced by a script (the model is random; its turns must be tool
+calls), everything else is TRL's: parsing the tool calls from the Qwen2.5 chat template, calling
+the environment's tools, appending the results, masking them, computing the loss.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("trl")
+
+from masorch.backends.scripted import ScriptedBackend
+from masorch.train.config import SourceConfig
+from masorch.train.rounds_config import RoundsTrainConfig
+from masorch.train.rounds_grpo import TRAJECTORIES_FILE, policy_tokenizer, train_rounds
+
+TURNS = [
+    '<tool_call>\n{"name": "cot", "arguments": {"task": "Solve the question."}}\n</tool_call>\n'
+    '<tool_call>\n{"name": "review", "arguments": {"task": "Check the reasoning."}}\n</tool_call><|im_end|>',
+    '<tool_call>\n{"name": "final_answer", "arguments": {"answer": "1"}}\n</tool_call><|im_end|>',
+    "Done.<|im_end|>",
+]
+
+
+def byte_tokenizer() -> Any:
+    """A byte-level tokenizer (one token a byte, decoding exact) with Qwen's special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
+    fast.add_special_tokens(
+        {
+            "eos_token": "<|im_end|>",
+            "pad_token": "<|endoftext|>",
+            "additional_special_tokens": ["<|im_start|>"],
+        }
+    )
+    return policy_tokenizer(fast, "qwen2_5")
+
+
+def tiny_policy() -> tuple[Any, Any]:
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = byte_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=32_768,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    return Qwen2ForCausalLM(config), tokenizer
+
+
+@pytest.mark.timeout(600)
+def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monkeypatch) -> None:
+    import trl
+
+    model, tokenizer = tiny_policy()
+
+    def scripted(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        out = []
+        for ids in prompt_ids:
+            turn = tokenizer.decode(ids).count("<|im_start|>assistant") - 1
+            out.append(tokenizer.encode(TURNS[min(turn, len(TURNS) - 1)], add_special_tokens=False))
+        return out, None
+
+    seen: list[dict[str, Any]] = []
+    original = trl.GRPOTrainer._compute_loss
+
+    def spy(self, model, inputs):
+        seen.append({k: inputs[k].tolist() for k in ("completion_ids", "completion_mask", "tool_mask")})
+        return original(self, model, inputs)
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_generate_single_turn", scripted)
+    monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", spy)
+    cfg = RoundsTrainConfig(
+        train=[SourceConfig(kind="masbench_gen", axis="depth", values="2", count=2)],
+        num_generations=2,
+        batch_size=2,
+        max_steps=2,
+        max_rounds=3,
+        max_completion_length=4096,
+        lora=False,
+        precision="fp32",
+        gradient_checkpointing=False,
+        output_dir=str(tmp_path / "run"),
+    )
+    report = train_rounds(cfg, subagent=ScriptedBackend(lambda m, c: "\\boxed{1}"), policy=(model, tokenizer))
+    assert report.steps == 2
+    lines = [line for line in report.logs if "loss" in line]
+    assert len(lines) == 2
+    for line in lines:
+        for name in ("success", "protocol", "diversity", "efficiency"):
+            assert f"rewards/{name}/mean" in line
+        assert line["rewards/protocol/mean"] == 1.0 and line["rounds/rounds"] == 1.0
+        assert line["rounds/calls"] == 2.0 and line["rounds/answered"] == 1.0
+    # The loss sees the policy's turns and nothing of the tool results.
+    assert seen
+    for batch in seen:
+        for ids, keep, tool in zip(
+            batch["completion_ids"], batch["completion_mask"], batch["tool_mask"], strict=True
+        ):
+            trained = tokenizer.decode([t for t, k, m in zip(ids, keep, tool, strict=True) if k and m])
+            masked = tokenizer.decode([t for t, k, m in zip(ids, keep, tool, strict=True) if k and not m])
+            assert trained == "".join(TURNS)  # every turn, exactly, and only them
+            assert masked.count("status: OK") == 3 and "final answer recorded: 1" in masked  # 2 calls, final
+            assert "<tool_response>" in masked and "<tool_call>" not in masked
+    records = [json.loads(x) for x in (tmp_path / "run" / TRAJECTORIES_FILE).read_text().splitlines()]
+    assert len(records) == 4  # 2 steps x 2 trajectories
+    assert all(r["statuses"] == ["OK", "OK"] and r["answer"] == "1" for r in records)
+    assert (tmp_path / "run" / "final" / "config.json").is_file()
