@@ -149,28 +149,7 @@ def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: L
     """
     id_schema = {"type": "string", "pattern": f"^{ID_PATTERN}$"}
     task = {"type": "string", "maxLength": min(limits.max_task_chars, _SCHEMA_MAX_CHARS)}
-
-    def agent(sig: KindSignature) -> dict[str, Any]:
-        # One object per kind, so each kind takes only its own parameters, within their ranges.
-        params = {p.name: param_schema(p) for p in sig.params}
-        return {
-            "type": "object",
-            "properties": {
-                "id": id_schema,
-                "kind": {"const": sig.kind},
-                "task": task,
-                "params": {
-                    "type": "object",
-                    "properties": params,
-                    "required": [p.name for p in sig.params if p.required],
-                    "additionalProperties": False,
-                },
-            },
-            "required": ["id", "kind", "task", "params"],
-            "additionalProperties": False,
-        }
-
-    agents_of = [agent(sig) for sig in catalogue.values()]
+    agents_of = [_agent_schema(sig, id_schema, task) for sig in catalogue.values()]
     if not agents_of:
         raise ValueError("the catalogue offers no kind")
     any_agent: dict[str, Any] = agents_of[0] if len(agents_of) == 1 else {"anyOf": agents_of}
@@ -202,6 +181,27 @@ def plan_json_schema(catalogue: Mapping[str, KindSignature], dom: DoM, limits: L
     if limits.direct_answer_in_high:
         return {"anyOf": [delegate, shape(0, 0, 0, answer)]}
     return delegate
+
+
+def _agent_schema(sig: KindSignature, id_schema: dict[str, Any], task: dict[str, Any]) -> dict[str, Any]:
+    """One kind's agent object: its own parameters only, within their ranges."""
+    params = {p.name: param_schema(p) for p in sig.params}
+    return {
+        "type": "object",
+        "properties": {
+            "id": id_schema,
+            "kind": {"const": sig.kind},
+            "task": task,
+            "params": {
+                "type": "object",
+                "properties": params,
+                "required": [p.name for p in sig.params if p.required],
+                "additionalProperties": False,
+            },
+        },
+        "required": ["id", "kind", "task", "params"],
+        "additionalProperties": False,
+    }
 
 
 def plan_generate_config(
