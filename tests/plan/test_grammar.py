@@ -118,6 +118,8 @@ VALID_CALLS_HIGH = [
     'create_agent(id="a4", kind="reflexion", max_rounds=3, task="Check ${a3.rationale}.")\n',
     'create_agent(id="a1", kind="cot", temperature=2.0, task="")\n',
     'create_agent(id="a1", kind="cot", task="Simplify \\\\frac{1}{2}, quoting \\"x\\".\\n")',
+    'create_agent(id="a1", kind="cot", task="Is $\\\\frac{1}{2}$ or $$x^2$$ more, at 5$ each?")\n'
+    'create_agent(id="a2", kind="cot", task="Use ${a1}.")',
     # a1 and a2 in parallel, a3 uses a1, the final a4 uses what no one else does
     'create_agent(id="a1", kind="cot", task="x")\ncreate_agent(id="a2", kind="cot", task="y")\n'
     'create_agent(id="a3", kind="cot", task="${a1}!")\n\n'
@@ -150,7 +152,8 @@ INVALID_CALLS = [
     ("high", 'create_agent(id="a1", kind="cot", task="${a1}")\n'),  # no self-reference
     *(
         ("high", f'create_agent(id="a1", kind="cot", task="x")\ncreate_agent(id="a2", kind="sc", task="{t}")')
-        for t in ("${a3}", "${b}", "$${a1}", "<${a1}")  # later, unknown, or smuggled past the grammar
+        # a later or unknown agent, a reference smuggled past the grammar, a "$" that ends a task
+        for t in ("${a3}", "${b}", "$${a1}", "<${a1}", "$$${a1}", "${a1} at 5$")
     ),
     # the task comes last, after the parameters
     ("high", 'create_agent(id="a1", kind="sc", task="x", n=3)\n'),

@@ -75,11 +75,12 @@ _SPACES = "\\t\\n\\x0b\\x0c\\r\\x1c-\\x20\\x85\\xa0\\u1680\\u2000-\\u200a\\u2028
 # set text aside as reasoning). A unit is one or two characters.
 _STR_CHAR = '([^"\\\\<\\x00-\\x1f\\x7f] | "\\\\" ["\\\\nt] | "<" [^"\\\\<A-Za-z/!?\\x00-\\x1f\\x7f])'
 # A unit of a task in a plan by reference: as _STR_CHAR, but "${" only opens a reference the
-# grammar writes itself (a "$" is followed by anything but "{", "$", a quote or a backslash, and a
-# "<" never by "$"), so no text reads as a reference to an agent that does not exist.
+# grammar writes itself: a "$" (or "$$", LaTeX's display math) is followed by a character other
+# than "{", "$", a quote, a backslash or "<", or by an escape ("$\\frac" in a task), and a "<" never by "$",
+# so no text reads as a reference to an agent that does not exist.
 _REF_STR_CHAR = (
     '([^"\\\\<$\\x00-\\x1f\\x7f] | "\\\\" ["\\\\nt] | "<" [^"\\\\<$A-Za-z/!?\\x00-\\x1f\\x7f]'
-    ' | "$" [^{$"\\\\<\\x00-\\x1f\\x7f])'
+    ' | "$" "$"? ([^{$"\\\\<\\x00-\\x1f\\x7f] | "\\\\" ["\\\\nt]))'
 )
 # The first unit of a direct answer: also no white space (an answer is stripped, never empty).
 _ANSWER_FIRST = f'([^"\\\\<\\x00-\\x1f\\x7f{_SPACES}] | "\\\\" ["\\\\])'
