@@ -17,7 +17,7 @@ from masorch.config import ConfigModel, describe_fields
 from masorch.errors import UsageError
 from masorch.run.budget import Budget
 from masorch.run.round_exec import RoundsOptions
-from masorch.train.config import SourceConfig
+from masorch.train.config import PolicyTraining, SourceConfig
 
 
 class RoundsRewardConfig(ConfigModel):
@@ -67,16 +67,13 @@ class RoundsRewardConfig(ConfigModel):
         return self.model_dump(exclude={"success", "protocol", "diversity", "efficiency"})
 
 
-class RoundsTrainConfig(ConfigModel):
-    """Everything ``masorch train rounds`` needs; the defaults make a small MASBench run."""
+class RoundsTrainConfig(PolicyTraining):
+    """Everything ``masorch train rounds`` needs; the defaults make a small MASBench run (the
+    policy, LoRA, precision and logging fields are those ``train grpo`` and ``train sft`` share)."""
 
     show_config: ClassVar[str] = "masorch train rounds --show-config"
     what: ClassVar[str] = "rounds training config"
 
-    model: str = Field(
-        default="local:qwen2.5-coder-0.5b",
-        description="the policy: local:<embedded GGUF>, a .gguf path or a Hugging Face model dir",
-    )
     chat_template: Literal["model", "qwen2_5"] = Field(
         default="model",
         description="the policy's own chat template, or TRL's Qwen2.5 one (tool calls as <tool_call> JSON) "
@@ -121,25 +118,6 @@ class RoundsTrainConfig(ConfigModel):
         default=2048,
         ge=1,
         description="tokens of a whole trajectory after the prompt: turns and tool results",
-    )
-    lora: bool = Field(default=True, description="train LoRA adapters (else all weights)")
-    lora_r: int = Field(default=8, ge=1, description="LoRA rank")
-    lora_alpha: int = Field(default=16, ge=1, description="LoRA alpha")
-    lora_dropout: float = Field(default=0.0, ge=0, description="LoRA dropout")
-    lora_target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], description="LoRA target modules"
-    )
-    precision: Literal["auto", "bf16", "fp32"] = Field(
-        default="auto", description="auto: bf16 where the hardware runs it fast, else fp32"
-    )
-    gradient_checkpointing: bool = Field(
-        default=True, description="recompute activations in the backward pass"
-    )
-    logging_steps: int = Field(default=1, ge=1, description="log every N steps")
-    save_steps: int = Field(default=0, ge=0, description="checkpoint every N steps (0: only the final model)")
-    seed: int = Field(default=0, description="training seed")
-    max_train_s: float | None = Field(
-        default=None, description="stop after the step that passes this many seconds"
     )
     output_dir: str = Field(
         default="runs/rounds-grpo", description="where the log, samples and final model go"
