@@ -121,10 +121,11 @@ def plan_grammar(
 def max_plan_agents(dialect: str, dom: DoM, limits: Limits, bounds: GrammarLimits | None = None) -> int:
     """The most agents a plan may have, as the orchestrator's prompt states it: a calls plan at DoM
     high has the by-reference grammar's bound, constrained or not (one prompt for both decodings)."""
+    bounds = bounds or GrammarLimits()
     if dom is DoM.LOW:
         return 1
-    if dialect == "calls" and (bounds or GrammarLimits()).max_declared_flows == 0:
-        return max(1, min(limits.max_agents, (bounds or GrammarLimits()).max_ref_agents))
+    if dialect == "calls" and bounds.max_declared_flows == 0:
+        return max(1, min(limits.max_agents, bounds.max_ref_agents))
     return limits.max_agents
 
 
