@@ -117,6 +117,22 @@ def test_samples_run_concurrently(tmp_path: Path) -> None:
     assert time.monotonic() - t0 < 0.2 * 16 / 3, "16 samples of 0.2 s each must overlap"
 
 
+def test_cells_take_turns_so_a_stopped_run_covers_every_cell(tmp_path: Path) -> None:
+    depth = resolve(str(write_sums(tmp_path / "d.jsonl", 3, values=(2, 4))))
+    breadth = resolve(str(write_sums(tmp_path / "b.jsonl", 2, axis="breadth")))
+    systems = parse_systems("sas:cot,mas:low", model="scripted:m")
+    evaluate(systems, [depth, breadth], tmp_path / "o", env_spec=_env())  # concurrency 1: log order
+    _, records = RunLog.read(tmp_path / "o")
+    order = [r["sample_id"] for r in records[::2]]
+    assert order == [
+        "sum-depth-2-0", "sum-depth-4-0", "sum-breadth-2-0",
+        "sum-depth-2-1", "sum-depth-4-1", "sum-breadth-2-1",
+        "sum-depth-2-2", "sum-depth-4-2",
+    ]  # fmt: skip
+    assert [r["system"] for r in records[:2]] == ["sas:cot", "mas:low"]  # systems finish a sample together
+    assert all(a["sample_id"] == b["sample_id"] for a, b in zip(records[::2], records[1::2], strict=True))
+
+
 def test_search_system_indexes_the_corpus_once_and_reuses_it(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus.jsonl"
     docs = [{"id": str(i), "title": f"T{i}", "text": f"Paragraph {i} about sums."} for i in range(20)]

@@ -10,6 +10,7 @@ both run items through here.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import socket
@@ -52,11 +53,23 @@ class WorkItem:
 
 
 def work_items(systems: Sequence[System], sources: Sequence[DataSource]) -> list[WorkItem]:
-    """Every (system, sample) pair, dataset by dataset, sample-major so systems progress together."""
+    """Every (system, sample) pair, in an order whose every prefix covers every cell evenly.
+
+    A cell is a dataset, or one (axis, value) of a MASBench file. The cells take turns, one sample
+    each (the first sample of every cell, then the second of every cell, ...), and all systems run
+    on a sample before the next one starts, so an evaluation stopped part way (and resumed later)
+    has paired results spread over every cell rather than the whole of the first dataset.
+    """
+    cells: dict[tuple[int, Any, Any], list[tuple[DataSource, Sample]]] = {}
+    for index, src in enumerate(sources):
+        for sample in src.samples:
+            cell = (index, sample.meta.get("axis"), sample.meta.get("value"))
+            cells.setdefault(cell, []).append((src, sample))
+    turns = itertools.zip_longest(*cells.values())
     return [
         WorkItem(system, src.name, sample, src.scorer, src.corpus)
-        for src in sources
-        for sample in src.samples
+        for turn in turns
+        for src, sample in (pair for pair in turn if pair is not None)
         for system in systems
     ]
 
