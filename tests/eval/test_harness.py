@@ -260,6 +260,23 @@ async def test_mas_systems_constrain_their_plans_with_the_offered_kinds() -> Non
     assert systems_from_yaml("systems: [{system: mas:low, model: m, constrain: false}]")[0].constrain is False
 
 
+async def test_sas_python_runs_the_models_program_in_the_sandbox() -> None:
+    from masorch.agents.sandbox import sandbox_available
+    from masorch.run import Environment, System, run
+
+    if not sandbox_available():
+        pytest.skip("the python sandbox cannot start here")
+    code = "```python\nprint((19 * 5) % 23)\n```"
+    env = Environment(EnvSpec(backend_factory=lambda spec: ScriptedBackend([code, "\\boxed{3}"], name=spec)))
+    try:
+        result = await run(System.parse("sas:python", model="scripted:m"), "What is 19 * 5 mod 23?", env)
+    finally:
+        await env.aclose()
+    assert result.status == "ok", result.error
+    assert result.answer == "3"  # (19 * 5) % 23, printed by the program
+    assert result.plan is not None and [a.kind for a in result.plan.agents] == ["python"]
+
+
 def test_prices_from_the_config_and_flags_fill_every_record_cost(tmp_path: Path) -> None:
     data = write_sums(tmp_path / "s.jsonl", 2)
     config = tmp_path / "systems.yaml"

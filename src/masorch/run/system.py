@@ -30,7 +30,7 @@ from masorch.plan.parse import Dialect
 from masorch.redact import redact
 from masorch.run.budget import Budget
 
-SAS_KINDS: tuple[str, ...] = ("cot", "sc", "debate", "reflexion", "search")
+SAS_KINDS: tuple[str, ...] = ("cot", "sc", "debate", "reflexion", "search", "python")
 MAS_VARIANTS: tuple[str, ...] = ("low", "high", "rounds", "rounds-serial")
 Mode = Literal["sas", "mas", "rounds"]
 #: The orchestrator prompt profiles: masorch's own prompt, or the layout of the released
