@@ -30,3 +30,27 @@ def test_max_train_s_stops_training_after_the_step(tmp_path: Path) -> None:
     cb.on_train_begin(None, state, control)
     cb.on_step_end(None, state, control)
     assert control.should_training_stop is True
+
+
+def test_a_resumed_sitting_keeps_the_lines_of_the_checkpointed_steps(tmp_path: Path) -> None:
+    from masorch.train.trainer_parts import begin_sitting
+
+    def write(name: str, steps: list[int]) -> None:
+        text = "".join(json.dumps({"step": s}) + "\n" for s in steps)
+        (tmp_path / name).write_text(text + '{"step": 9, "torn', encoding="utf-8")
+
+    def steps(name: str) -> list[int]:
+        return [json.loads(x)["step"] for x in (tmp_path / name).read_text().splitlines()]
+
+    write("log.jsonl", [1, 2, 3, 4])
+    write("samples.jsonl", [0, 0, 1, 1, 2, 2, 3, 3])
+    for n in (2, 3):  # checkpoint-3 has no trainer state: a save the kill interrupted
+        (tmp_path / f"checkpoint-{n}").mkdir()
+    (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
+    files = {"log.jsonl": 1, "samples.jsonl": 0}
+    sitting = begin_sitting(tmp_path, files, resume=True)
+    assert sitting.step == 2 and sitting.checkpoint == tmp_path / "checkpoint-2"
+    assert steps("log.jsonl") == [1, 2]  # the log counts finished steps
+    assert steps("samples.jsonl") == [0, 0, 1, 1]  # plans carry the step they were sampled in
+    fresh = begin_sitting(tmp_path, files, resume=False)
+    assert fresh.checkpoint is None and steps("log.jsonl") == [] and steps("samples.jsonl") == []

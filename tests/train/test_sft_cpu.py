@@ -80,6 +80,37 @@ def test_two_sft_steps_train_on_the_orchestrator_tokens(tmp_path: Path, lora: bo
     assert json.loads((tmp_path / "run" / "report.json").read_text())["steps"] == 2
 
 
+def test_a_killed_run_resumes_from_its_newest_checkpoint(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+
+    def sitting(max_steps: int):
+        cfg = SftConfig(
+            data=str(data(tmp_path)),
+            output_dir=str(run),
+            max_steps=max_steps,
+            save_steps=1,
+            resume=True,
+            gradient_accumulation_steps=1,
+            precision="fp32",
+            gradient_checkpointing=False,
+        )
+        return train_sft(cfg, policy=tiny_policy())
+
+    first = sitting(2)  # no checkpoint yet: the run starts
+    assert first.steps == 2
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    with (run / "log.jsonl").open("a") as log:  # a step the kill interrupted after the checkpoint
+        log.write(json.dumps({"step": 3, "loss": 9.0}) + "\n" + '{"step": 4, "lo')
+    second = sitting(3)
+    assert second.steps == 3
+    losses = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    assert [line["step"] for line in losses if "loss" in line] == [1, 2, 3]
+    assert 9.0 not in [line["loss"] for line in losses if "loss" in line]
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
+    state = json.loads((run / "checkpoint-3" / "trainer_state.json").read_text())
+    assert [h["step"] for h in state["log_history"] if "loss" in h] == [1, 2, 3]  # one history, continued
+
+
 def test_sft_config_errors(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no data"):
         SftConfig()

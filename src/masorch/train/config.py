@@ -86,6 +86,17 @@ class PolicyTraining(ConfigModel):
     )
     logging_steps: int = Field(default=1, description="log every N steps")
     save_steps: int = Field(default=0, description="save a checkpoint every N steps (0: only at the end)")
+    keep_checkpoints: int = Field(
+        default=2, ge=1, description="checkpoints kept in output_dir (the oldest deleted as new ones come)"
+    )
+    resume: bool = Field(
+        default=False,
+        description=(
+            "continue the run in output_dir from its newest checkpoint (written every save_steps), or "
+            "start it if there is none: the same command can end each sitting and begin the next. Log "
+            "lines of steps past the checkpoint are dropped; a started held-out evaluation goes on"
+        ),
+    )
     max_train_s: float | None = Field(
         default=None,
         description=(

@@ -143,13 +143,15 @@ def evaluate_policy(
     agents_factory: Callable[[], AgentRegistry],
     corpus: Path | None = None,
     tag: str = "policy",
+    resume: bool = False,
 ) -> EvalSummary:
     """Run the held-out ``rows`` through the eval harness with ``orchestrator`` planning them.
 
     ``system`` is the policy's ``mas:<dom>`` system (:meth:`masorch.train.config.TrainConfig.policy_system`):
     its orchestrator becomes the policy, its name gets ``@tag``, and its run deadline bounds each
     node instead (see the module docstring). ``concurrency`` samples run at once.
-    Writes an eval run directory at ``out_dir`` (replaced if present) with its ``report.md``.
+    Writes an eval run directory at ``out_dir`` (replaced if present; with ``resume`` a started one
+    goes on, its logged samples kept) with its ``report.md``.
     ``subagent_factory`` builds the sub-agent backend of a model string (it is closed by the
     harness afterwards; lend a shared one with :class:`SharedBackend`).
     """
@@ -170,13 +172,14 @@ def evaluate_policy(
 
     env = EnvSpec(backend_factory=backend, agents_factory=agents_factory)
     sources = rows_to_sources(rows, corpus)
-    for name in (LOG_FILE, TRACE_FILE, REPORT_FILE):  # a rerun of the training replaces its evaluation
-        (out_dir / name).unlink(missing_ok=True)
+    if not resume:  # a rerun of the training replaces its evaluation
+        for name in (LOG_FILE, TRACE_FILE, REPORT_FILE):
+            (out_dir / name).unlink(missing_ok=True)
     evaluate(
         [system],
         sources,
         out_dir,
-        options=EvalOptions(concurrency=concurrency, resume=False),
+        options=EvalOptions(concurrency=concurrency, resume=resume),
         env_spec=env,
     )
     write_report(out_dir, plots=False)

@@ -32,6 +32,7 @@ from masorch.train.samples import SAMPLES_FILE, SampleLog
 from masorch.train.trainer_parts import (
     LOG_FILE,
     REPORT_FILE,
+    begin_sitting,
     grpo_args,
     log_callback,
     lora_config,
@@ -163,8 +164,10 @@ class HeldOut:
     corpus: Path | None
     subagent: Backend | None = None
 
-    def evaluate(self, tag: str, policy: Any, tokenizer: Any) -> EvalSummary | None:
-        """Evaluate ``policy`` (a transformers model) into ``<output_dir>/eval_<tag>``; None without rows."""
+    def evaluate(self, tag: str, policy: Any, tokenizer: Any, *, resume: bool = False) -> EvalSummary | None:
+        """Evaluate ``policy`` (a transformers model) into ``<output_dir>/eval_<tag>``; None without rows.
+
+        With ``resume`` a started evaluation of the same rows goes on where it stopped."""
         if not self.rows:
             return None
         from masorch.backends.hf import HFBackend
@@ -181,6 +184,7 @@ class HeldOut:
             agents_factory=lambda: self.agents,
             corpus=self.corpus,
             tag=tag,
+            resume=resume,
         )
         logger.info("eval %s (%.0f s): %s", tag, time.monotonic() - t0, summary)
         return summary
@@ -226,8 +230,7 @@ def train_grpo(
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / LOG_FILE).unlink(missing_ok=True)
-    (out / SAMPLES_FILE).unlink(missing_ok=True)
+    sitting = begin_sitting(out, {LOG_FILE: 1, SAMPLES_FILE: 0}, resume=cfg.resume)
     t_start = time.monotonic()
     agents = train_agents(cfg, agents)
     train_rows, held_rows = prompt_rows(cfg, agents)
@@ -241,16 +244,17 @@ def train_grpo(
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
         precision, weights_dtype = precisions(cfg.precision, cfg.lora)
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
-        before = held_out.evaluate("before", model, tokenizer)
+        before = held_out.evaluate("before", model, tokenizer, resume=cfg.resume)
         callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
         trainer = _grpo_trainer(cfg, precision, model, tokenizer, rewards, train_rows, callback)
-        trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora)
-        after = held_out.evaluate("after", trained.model, tokenizer)
+        trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora, sitting=sitting)
+        # the model evaluated "after" in an earlier sitting changed if this one trained further
+        after = held_out.evaluate("after", trained.model, tokenizer, resume=trained.steps == sitting.step)
         report = TrainReport(
             output_dir=str(out),
             final_model=str(trained.final),
             steps=trained.steps,
-            seconds_per_step=trained.train_s / max(1, trained.steps),
+            seconds_per_step=trained.seconds_per_step,
             wall_s=time.monotonic() - t_start,
             logs=callback.lines,
             eval_before=before,

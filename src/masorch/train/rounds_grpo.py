@@ -30,6 +30,7 @@ from masorch.train.rounds_rewards import COMPONENTS, components, trajectory_rewa
 from masorch.train.trainer_parts import (
     LOG_FILE,
     REPORT_FILE,
+    begin_sitting,
     grpo_args,
     log_callback,
     lora_config,
@@ -249,8 +250,7 @@ def train_rounds(
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    for name in (LOG_FILE, TRAJECTORIES_FILE):
-        (out / name).unlink(missing_ok=True)
+    sitting = begin_sitting(out, {LOG_FILE: 1, TRAJECTORIES_FILE: 0}, resume=cfg.resume)
     t_start = time.monotonic()
     setting = rounds_setting(cfg, subagent=subagent, agents=agents)
     rows = rounds_rows(cfg, setting)
@@ -271,12 +271,12 @@ def train_rounds(
         callbacks=[callback],
         environment_factory=environment_factory(setting),
     )
-    trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora)
+    trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora, sitting=sitting)
     report = RoundsReport(
         output_dir=str(out),
         final_model=str(trained.final),
         steps=trained.steps,
-        seconds_per_step=trained.train_s / max(1, trained.steps),
+        seconds_per_step=trained.seconds_per_step,
         wall_s=time.monotonic() - t_start,
         logs=callback.lines,
     )

@@ -24,6 +24,7 @@ from masorch.train.sft_data import IGNORE, read_records, sft_examples
 from masorch.train.trainer_parts import (
     LOG_FILE,
     REPORT_FILE,
+    begin_sitting,
     common_args,
     log_callback,
     lora_config,
@@ -89,7 +90,7 @@ def train_sft(
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / LOG_FILE).unlink(missing_ok=True)
+    sitting = begin_sitting(out, {LOG_FILE: 1}, resume=cfg.resume)
     t_start = time.monotonic()
     records = list(read_records(cfg.data_path))
     precision, weights_dtype = precisions(cfg.precision, cfg.lora)
@@ -118,7 +119,7 @@ def train_sft(
         peft_config=lora_config(cfg) if cfg.lora else None,
         callbacks=[callback],
     )
-    trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora)
+    trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora, sitting=sitting)
     report = SftReport(
         output_dir=str(out),
         final_model=str(trained.final),
@@ -128,7 +129,7 @@ def train_sft(
         loss_tokens=loss_tokens,
         tokens=tokens,
         steps=trained.steps,
-        seconds_per_step=trained.train_s / max(1, trained.steps),
+        seconds_per_step=trained.seconds_per_step,
         wall_s=time.monotonic() - t_start,
         logs=callback.lines,
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,6 +69,7 @@ class CommonFields(Protocol):
     output_dir: str
     logging_steps: int
     save_steps: int
+    keep_checkpoints: int
     seed: int
     gradient_checkpointing: bool
 
@@ -83,6 +84,7 @@ def common_args(cfg: CommonFields, precision: str) -> dict[str, Any]:
         "logging_steps": cfg.logging_steps,
         "save_strategy": "steps" if cfg.save_steps else "no",
         "save_steps": cfg.save_steps or 500,
+        "save_total_limit": cfg.keep_checkpoints,
         "seed": cfg.seed,
         "report_to": [],
         "bf16": precision == "bf16",
@@ -134,18 +136,79 @@ def grpo_args(cfg: GrpoFields, weights: list[float], precision: str, **extra: An
 @dataclass(frozen=True)
 class Trained:
     """What :func:`train_and_save` gives back: the trained model (LoRA merged), its directory,
-    the optimisation steps and the training time."""
+    the optimisation steps, this sitting's training time and the step it started from."""
 
     model: Any
     final: Path
     steps: int
     train_s: float
+    first_step: int = 0
+
+    @property
+    def seconds_per_step(self) -> float:
+        """Training seconds per step of this sitting (a resumed run's earlier steps not counted)."""
+        return self.train_s / max(1, self.steps - self.first_step)
 
 
-def train_and_save(trainer: Any, tokenizer: Any, out: Path, *, lora: bool) -> Trained:
-    """Run a TRL trainer, then save the model (LoRA merged) and tokenizer as ``out/final``."""
+@dataclass(frozen=True)
+class Sitting:
+    """Where a training run starts: from scratch, or from its newest checkpoint (``step`` > 0)."""
+
+    checkpoint: Path | None = None
+    step: int = 0
+
+
+def begin_sitting(out: Path, step_files: Mapping[str, int], *, resume: bool) -> Sitting:
+    """Prepare ``out`` for a run: fresh, or continuing from its newest ``checkpoint-N``.
+
+    ``step_files`` maps the run's JSONL files to the offset of their ``step`` field: a line is kept
+    on resume when ``step < N + offset`` (the trainer's log counts finished steps, offset 1; the
+    sampled plans the step they were sampled in, offset 0). A fresh run deletes them all; so does a
+    resume that finds no checkpoint (its lines belong to no saved step).
+    """
+    step, checkpoint = 0, None
+    if resume:
+        found = sorted(
+            (int(p.name.removeprefix("checkpoint-")), p)
+            for p in out.glob("checkpoint-*")
+            if p.name.removeprefix("checkpoint-").isdigit() and (p / "trainer_state.json").is_file()
+        )
+        if found:
+            step, checkpoint = found[-1]
+            logger.info("resuming from %s (step %d)", checkpoint, step)
+        else:
+            logger.info("resume: no checkpoint in %s yet, starting the run", out)
+    for name, offset in step_files.items():
+        _keep_lines(out / name, step + offset)
+    return Sitting(checkpoint, step)
+
+
+def _step_of(line: str) -> int:
+    try:
+        value = json.loads(line).get("step")
+    except (ValueError, AttributeError):
+        return 1 << 62  # a torn or foreign line: dropped
+    return int(value) if isinstance(value, int) else 0
+
+
+def _keep_lines(path: Path, below: int) -> None:
+    """Keep the whole lines of ``path`` whose step is below ``below``."""
+    if not path.is_file():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [line for line in lines if line.endswith("\n") and _step_of(line) < below]
+    if len(kept) != len(lines):
+        path.write_text("".join(kept), encoding="utf-8")
+
+
+def train_and_save(
+    trainer: Any, tokenizer: Any, out: Path, *, lora: bool, sitting: Sitting | None = None
+) -> Trained:
+    """Run a TRL trainer (from ``sitting``'s checkpoint if it has one), then save the model (LoRA
+    merged) and tokenizer as ``out/final``."""
     t0 = time.monotonic()
-    trainer.train()
+    checkpoint = sitting.checkpoint if sitting else None
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
     train_s = time.monotonic() - t0
     model: Any = trainer.model
     if lora:
@@ -153,7 +216,7 @@ def train_and_save(trainer: Any, tokenizer: Any, out: Path, *, lora: bool) -> Tr
     final = out / "final"
     model.save_pretrained(final)
     tokenizer.save_pretrained(final)
-    return Trained(model, final, int(trainer.state.global_step), train_s)
+    return Trained(model, final, int(trainer.state.global_step), train_s, sitting.step if sitting else 0)
 
 
 def log_callback(
