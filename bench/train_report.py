@@ -51,8 +51,11 @@ def main() -> None:
         print(
             f"steps {report['steps']}, {report['seconds_per_step']:.1f} s/step, wall {report['wall_s']:.0f} s"
         )
-        for tag in ("eval_before", "eval_after"):
-            print(tag, json.dumps(report[tag]))
+        for tag in ("eval_before", "eval_after", "eval_before_sampled", "eval_after_sampled"):
+            if report.get(tag):
+                print(tag, json.dumps(report[tag]))
+    for suffix in ("", "_sampled"):
+        before_after(args.run_dir, suffix)
     if args.png and steps:
         import matplotlib
 
@@ -78,6 +81,28 @@ def main() -> None:
         fig.tight_layout()
         fig.savefig(args.png)
         print(f"wrote {args.png} ({args.png.stat().st_size} bytes)")
+
+
+def before_after(run_dir: Path, suffix: str) -> None:
+    """Held-out accuracy before and after training with 95% bootstrap intervals, and the paired
+    difference over the prompts both evaluations answered (``suffix``: greedy "" or "_sampled")."""
+    from masorch.eval.log import RunLog
+    from masorch.eval.metrics import bootstrap_mean, paired_difference
+
+    runs = {tag: run_dir / f"eval_{tag}{suffix}" for tag in ("before", "after")}
+    if not all((d / "log.jsonl").is_file() for d in runs.values()):
+        return
+    correct = {
+        tag: {r["sample_id"]: float(bool(r.get("correct"))) for r in RunLog.read(d)[1]}
+        for tag, d in runs.items()
+    }
+    mode = "sampled" if suffix else "greedy"
+    for tag, by_id in correct.items():
+        accuracy = bootstrap_mean(list(by_id.values())).format()
+        print(f"held-out accuracy {mode} {tag}: {accuracy} (n={len(by_id)})")
+    both = sorted(set(correct["before"]) & set(correct["after"]))
+    diff = paired_difference([correct["after"][k] for k in both], [correct["before"][k] for k in both])
+    print(f"held-out accuracy {mode} after - before (paired, n={len(both)}): {diff.format()}")
 
 
 def mean(values: list[float]) -> float:

@@ -26,10 +26,13 @@ def test_two_grpo_steps_log_rewards_and_save_a_loadable_checkpoint(tmp_path: Pat
         lora_target_modules=["q_proj", "v_proj"],
         train=[SourceConfig(kind="masbench_gen", axis="depth", values="2", count=3)],
         eval_limit=1,
+        eval_sampled=True,
         num_generations=2,
         batch_size=2,
         max_steps=2,
         max_completion_length=12,
+        save_steps=1,
+        resume=True,
         output_dir=str(tmp_path / "run"),
     )
     report = train_grpo(cfg, subagent=ScriptedBackend(lambda m, c: "\\boxed{3}"))
@@ -46,10 +49,20 @@ def test_two_grpo_steps_log_rewards_and_save_a_loadable_checkpoint(tmp_path: Pat
     saved = json.loads((tmp_path / "run" / REPORT_FILE).read_text())
     assert saved["steps"] == 2
     # Before and after: one held-out prompt each, through the eval harness (an eval run directory).
-    for tag in ("before", "after"):
+    for tag in ("before", "after", "before_sampled", "after_sampled"):
         summary = saved[f"eval_{tag}"]
         assert summary["n"] == 1 and sum(summary["statuses"].values()) == 1
         assert (tmp_path / "run" / f"eval_{tag}" / "report.md").is_file()
+
+    # The next sitting: one more step from checkpoint-2; the finished "before" evaluation is kept.
+    before_log = (tmp_path / "run" / "eval_before" / "log.jsonl").read_text()
+    more = train_grpo(
+        cfg.model_copy(update={"max_steps": 3}), subagent=ScriptedBackend(lambda m, c: "\\boxed{3}")
+    )
+    assert more.steps == 3 and [line["step"] for line in more.logs if "loss" in line] == [3]
+    assert (tmp_path / "run" / "eval_before" / "log.jsonl").read_text().startswith(before_log)
+    logged = [json.loads(x)["step"] for x in (tmp_path / "run" / LOG_FILE).read_text().splitlines()]
+    assert [s for s in logged if s] == sorted(s for s in logged if s)  # one history, in order
 
     from masorch.backends.base import GenerateConfig, Message
     from masorch.backends.registry import make_backend

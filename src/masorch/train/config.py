@@ -122,6 +122,13 @@ class TrainConfig(PolicyTraining):
     eval_limit: int = Field(
         default=16, description="held-out prompts evaluated before and after training (0: no evaluation)"
     )
+    eval_sampled: bool = Field(
+        default=False,
+        description=(
+            "evaluate the held-out prompts a second time with the policy sampling at the training "
+            "temperature (one plan a prompt, seeded), besides the greedy evaluation"
+        ),
+    )
     dom: DoM = Field(
         default=DoM.LOW,
         strict=False,  # YAML writes the value ("low"), which only lax mode reads as the enum

@@ -56,6 +56,8 @@ class TrainReport:
     logs: list[dict[str, Any]] = field(default_factory=list)
     eval_before: EvalSummary | None = None
     eval_after: EvalSummary | None = None
+    eval_before_sampled: EvalSummary | None = None
+    eval_after_sampled: EvalSummary | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (the content of ``report.json``)."""
@@ -67,6 +69,8 @@ class TrainReport:
             "wall_s": self.wall_s,
             "eval_before": self.eval_before.to_dict() if self.eval_before else None,
             "eval_after": self.eval_after.to_dict() if self.eval_after else None,
+            "eval_before_sampled": self.eval_before_sampled.to_dict() if self.eval_before_sampled else None,
+            "eval_after_sampled": self.eval_after_sampled.to_dict() if self.eval_after_sampled else None,
             "logs": self.logs,
         }
 
@@ -164,12 +168,24 @@ class HeldOut:
     corpus: Path | None
     subagent: Backend | None = None
 
-    def evaluate(self, tag: str, policy: Any, tokenizer: Any, *, resume: bool = False) -> EvalSummary | None:
-        """Evaluate ``policy`` (a transformers model) into ``<output_dir>/eval_<tag>``; None without rows.
+    def evaluate(
+        self, tag: str, policy: Any, tokenizer: Any, *, resume: bool = False
+    ) -> tuple[EvalSummary | None, EvalSummary | None]:
+        """Evaluate ``policy`` (a transformers model) greedily into ``<output_dir>/eval_<tag>`` and,
+        with ``eval_sampled``, sampling into ``eval_<tag>_sampled``; None for what does not run.
 
         With ``resume`` a started evaluation of the same rows goes on where it stopped."""
         if not self.rows:
-            return None
+            return None, None
+        greedy = self._evaluate(tag, policy, tokenizer, self.cfg.policy_system(), resume)
+        if not self.cfg.eval_sampled:
+            return greedy, None
+        sampling = self.cfg.policy_system().model_copy(
+            update={"temperature": self.cfg.temperature, "seed": self.cfg.seed}
+        )
+        return greedy, self._evaluate(f"{tag}_sampled", policy, tokenizer, sampling, resume)
+
+    def _evaluate(self, tag: str, policy: Any, tokenizer: Any, system: Any, resume: bool) -> EvalSummary:
         from masorch.backends.hf import HFBackend
 
         t0 = time.monotonic()
@@ -178,7 +194,7 @@ class HeldOut:
             HFBackend(policy, tokenizer, name=f"{self.cfg.model}@{tag}"),
             self.rows,
             Path(self.cfg.output_dir) / f"eval_{tag}",
-            system=self.cfg.policy_system(),
+            system=system,
             concurrency=self.cfg.concurrency,
             subagent_factory=self._subagent,
             agents_factory=lambda: self.agents,
@@ -244,12 +260,14 @@ def train_grpo(
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
         precision, weights_dtype = precisions(cfg.precision, cfg.lora)
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
-        before = held_out.evaluate("before", model, tokenizer, resume=cfg.resume)
+        before, before_sampled = held_out.evaluate("before", model, tokenizer, resume=cfg.resume)
         callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
         trainer = _grpo_trainer(cfg, precision, model, tokenizer, rewards, train_rows, callback)
         trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora, sitting=sitting)
         # the model evaluated "after" in an earlier sitting changed if this one trained further
-        after = held_out.evaluate("after", trained.model, tokenizer, resume=trained.steps == sitting.step)
+        after, after_sampled = held_out.evaluate(
+            "after", trained.model, tokenizer, resume=trained.steps == sitting.step
+        )
         report = TrainReport(
             output_dir=str(out),
             final_model=str(trained.final),
@@ -259,6 +277,8 @@ def train_grpo(
             logs=callback.lines,
             eval_before=before,
             eval_after=after,
+            eval_before_sampled=before_sampled,
+            eval_after_sampled=after_sampled,
         )
         (out / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2), encoding="utf-8")
         return report
