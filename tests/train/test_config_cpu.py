@@ -65,6 +65,13 @@ def test_rows_carry_the_orchestrator_prompt_with_the_dom_and_grading() -> None:
     assert "LOW" in r["prompt"][0]["content"].upper()
     assert (r["dom"], r["scorer"], r["data_source"]) == ("low", "masbench", "masbench/depth")
     assert r["ground_truth"].isdigit()
+    rest = build_rows(
+        [src.model_copy(update={"skip": 1})], dom="low", dialect="calls", catalogue=builtin_catalogue()
+    )
+    every = build_rows(
+        [src.model_copy(update={"limit": None})], dom="low", dialect="calls", catalogue=builtin_catalogue()
+    )
+    assert [x["id"] for x in rest] == [x["id"] for x in every[1:3]]  # skip, then limit
 
 
 def test_masbench_file_source_and_bad_sources(tmp_path: Path) -> None:

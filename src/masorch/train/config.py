@@ -48,6 +48,9 @@ class SourceConfig(ConfigModel):
     count: int = Field(default=32, description="masbench_gen: instances in all (spread over the values)")
     split: str = Field(default="train", description="masbench_gen: train or test (template-disjoint)")
     seed: int = Field(default=0, description="masbench_gen: generator seed; dataset: sampling seed")
+    skip: int = Field(
+        default=0, ge=0, description="leave out the first N items (keeps a held-out range disjoint)"
+    )
     limit: int | None = Field(default=None, description="keep at most this many prompts of this source")
     scorer: str | None = Field(
         default=None, description="grading of the executed answer (default: masbench, or the dataset's)"

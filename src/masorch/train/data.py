@@ -10,6 +10,7 @@ A row is a plain dict (what ``datasets.Dataset.from_list`` and verl's parquet bo
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -65,12 +66,14 @@ def build_rows(
     catalogue: Mapping[str, KindSignature],
     budget: Budget | None = None,
 ) -> list[Row]:
-    """The prompt rows of every source, in order, each source cut to its ``limit``."""
+    """The prompt rows of every source, in order, each source's first ``skip`` items left out and
+    the rest cut to its ``limit``."""
     options = OrchestrateOptions(dom=DoM(dom), dialect=dialect, budget=budget or Budget())
     rows: list[Row] = []
     for source in sources:
         n = 0
-        for rid, question, truth, scorer, data_source in _questions(source):
+        items = itertools.islice(_questions(source), source.skip, None)
+        for rid, question, truth, scorer, data_source in items:
             if source.limit is not None and n >= source.limit:
                 break
             messages = orchestrator_messages(question, catalogue, options)
