@@ -127,7 +127,9 @@ class Rollout:
         t0 = time.perf_counter()
         round_no = self.rounds + 1
         calls = call_ids(calls, round_no)
-        if self.ended or round_no > self.options.max_rounds:
+        final_alone = len(calls) == 1 and calls[0].name == FINAL_TOOL
+        # The turn after the last round may still give the answer (the last round's note asks for it).
+        if self.ended or (round_no > self.options.max_rounds and not final_alone):
             why = (
                 "the final answer was given"
                 if self.ended
@@ -138,7 +140,7 @@ class Rollout:
             ]
             self.outside += refused
             return [o.message_text() for o in refused]
-        if len(calls) == 1 and calls[0].name == FINAL_TOOL:
+        if final_alone:
             answer = final_answer(calls[0])
             if answer is not None:
                 self.answer, self.ended = answer, True
@@ -148,6 +150,10 @@ class Rollout:
                 outcome = _refused(
                     calls[0], round_no, 1, "no synthesis model while training: give the answer", "FORMAT_ERR"
                 )
+            if round_no > self.options.max_rounds:  # no round left to record it in
+                self.outside.append(outcome)
+                note = "No round is left: call final_answer alone with the answer."
+                return [f"{outcome.message_text()}\n\n{note}"]
             outcomes = [outcome]
         else:
             outcomes = await self.calls.play(round_no, calls)
