@@ -39,7 +39,10 @@ from masorch.run.round_calls import FINAL_TOOL, call_ids, final_answer
 from masorch.run.round_exec import RoundCalls, RoundsOptions, bad_final
 from masorch.run.session import RunSession
 from masorch.run.trajectory import CallOutcome
-from masorch.train.rounds_rewards import TrajectoryFigures
+from masorch.score.scorer import Scorer
+from masorch.train.reward_components import grade, reward_scorer
+from masorch.train.rounds_config import RoundsRewardConfig
+from masorch.train.rounds_rewards import TrajectoryFigures, components
 
 _PY_TYPES: Mapping[str, Any] = {
     "string": str,
@@ -118,6 +121,27 @@ class Rollout:
             tokens=policy_tokens + self.subagent_tokens(),
             units=self.calls.units,
         )
+
+    def score(
+        self,
+        config: RoundsRewardConfig,
+        scorers: dict[str, Scorer],
+        *,
+        trainer_calls: int,
+        policy_tokens: int,
+    ) -> dict[str, float]:
+        """The reward components of this trajectory (kept in :attr:`components`, its figures in
+        :attr:`figures_seen`): the row's scorer on the final answer, and :func:`components` of
+        :meth:`figures`. ``scorers`` caches one scorer per name across trajectories."""
+        figures = self.figures(trainer_calls=trainer_calls, policy_tokens=policy_tokens)
+        verdict = None
+        if self.answer:
+            name = str(self.row.get("scorer") or "exact")
+            scorer = scorers.get(name) or scorers.setdefault(name, reward_scorer(name))
+            verdict = grade(scorer, self.answer, str(self.row.get("ground_truth", "")), self.question)
+        self.components = components(figures, verdict, **config.thresholds())
+        self.figures_seen = figures
+        return dict(self.components)
 
     async def play_turn(self, calls: Sequence[ToolCall]) -> list[str]:
         """One turn of the policy: a round of tool calls, its ``final_answer``, or calls refused
