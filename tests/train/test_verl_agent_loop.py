@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,17 @@ def trainer_config(response_length: int = 1024) -> Any:
     return cfg
 
 
+@dataclass
+class Played:
+    """One sample played: the loop's ``AgentLoopOutput``, the server manager, the prompt, and where
+    asked, the batch verl's worker makes of the output (``DataProto``)."""
+
+    out: Any
+    manager: ScriptedServerManager
+    prompt: list[dict[str, str]]
+    batch: Any = None
+
+
 def play(
     tokenizer: Any,
     config: str | None,
@@ -115,8 +127,11 @@ def play(
     tmp_path: Path,
     response_length: int = 1024,
     score_in_loop: bool = False,
-) -> tuple[Any, ScriptedServerManager, list[dict[str, str]]]:
-    """Build the loop from an agent-loop config file as verl's worker does and play one sample."""
+    reward_loop: bool = False,
+) -> Played:
+    """Build the loop from an agent-loop config file as verl's worker does and play one sample;
+    with ``reward_loop``, also pass the output through the worker's post-processing, whose reward
+    step runs verl's ``naive`` reward manager with :func:`compute_rounds_score`."""
     import hydra
     from omegaconf import OmegaConf
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
@@ -158,9 +173,32 @@ def play(
             "data_source": "test",
             "agent_name": "masorch_rounds",
         }
-        return await loop.run({"temperature": 1.0, "top_p": 1.0, "logprobs": False}, **sample)
+        out = await loop.run({"temperature": 1.0, "top_p": 1.0, "logprobs": False}, **sample)
+        batch = await worker_batch(cfg, tokenizer, out, sample) if reward_loop else None
+        return Played(out, manager, prompt, batch)
 
-    return asyncio.run(go()), manager, prompt
+    played: Played = asyncio.run(go())
+    return played
+
+
+async def worker_batch(cfg: Any, tokenizer: Any, out: Any, sample: dict[str, Any]) -> Any:
+    """verl's ``AgentLoopWorker`` post-processing of one output (padding, masks, the reward step,
+    the batch), its reward-loop worker stood in by verl's ``naive`` reward manager in-process."""
+    from types import SimpleNamespace
+
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+    from verl.experimental.reward_loop.reward_manager.naive import NaiveRewardManager
+
+    rewards = NaiveRewardManager(cfg, tokenizer, compute_rounds_score)
+    worker = AgentLoopWorker.__new__(AgentLoopWorker)  # its __init__ starts Ray-side services
+    worker.rollout_config = cfg.actor_rollout_ref.rollout
+    worker.tokenizer, worker.processor, worker.mm_processor_kwargs = tokenizer, None, {}
+    worker.distillation_enabled = False
+    worker.reward_loop_worker_handles = [
+        SimpleNamespace(compute_score=SimpleNamespace(remote=rewards.run_single))
+    ]
+    internal = await worker._agent_loop_postprocess(out, False, **sample)
+    return worker._postprocess([internal])
 
 
 def spans(mask: list[int]) -> list[tuple[int, int, int]]:
@@ -182,7 +220,8 @@ def test_a_round_then_the_answer_masks_exactly_the_tool_tokens(
     first = call("cot", task="Add 3 and 4.") + END
     second = call("final_answer", answer="7") + END
     config = rounds_yaml(tmp_path, server.base_url)
-    out, manager, prompt = play(tokenizer, config, [first, second], tmp_path)
+    played = play(tokenizer, config, [first, second], tmp_path, reward_loop=True)
+    out, manager, prompt = played.out, played.manager, played.prompt
 
     # @register ran on verl's registry, with a target hydra can locate
     assert _agent_loop_registry["masorch_rounds"] == {
@@ -228,9 +267,17 @@ def test_a_round_then_the_answer_masks_exactly_the_tool_tokens(
     expected = components(figures, 1.0, **cfg.rewards.thresholds())
     assert record["components"] == expected
     assert record["reward"] == trajectory_reward(expected, cfg.rewards.weights())
-    assert out.reward_score is None  # verl's reward loop scores it with compute_rounds_score
     scored = compute_rounds_score("test", tokenizer.decode(ids), "7", extra_info=dict(out.extra_fields))
     assert scored["score"] == record["reward"] and scored["success"] == 1.0 and scored["protocol"] == 1.0
+    # verl's worker: its reward step ran the naive reward manager with compute_rounds_score, which
+    # read the record from extra_info; the batch carries the padded mask and the reward on the last token.
+    assert out.reward_score == record["reward"]
+    batch = played.batch
+    assert batch.batch["response_mask"][0].tolist() == mask + [0] * (1024 - len(mask))
+    assert batch.batch["rm_scores"][0, len(ids) - 1].item() == pytest.approx(record["reward"])
+    assert batch.batch["rm_scores"][0].sum().item() == pytest.approx(record["reward"])
+    assert {"score", *expected, "rounds", "answered"} <= set(batch.meta_info["reward_extra_keys"])
+    assert batch.non_tensor_batch["success"][0] == 1.0 and batch.non_tensor_batch["rounds"][0] == 1.0
 
 
 def test_malformed_calls_are_protocol_penalties_not_crashes(
@@ -239,32 +286,37 @@ def test_malformed_calls_are_protocol_penalties_not_crashes(
     config = rounds_yaml(tmp_path, server.base_url)
     broken = '<tool_call>\n{"name": "cot", "arguments": {"task": "Add."}\n</tool_call>'  # one brace short
     # A turn of a broken call beside a good one: the good one plays, the broken one is undelivered.
-    out, manager, _ = play(
+    played = play(
         tokenizer,
         config,
         [broken + call("cot", task="Add 3 and 4.") + END, call("final_answer", answer="7") + END],
         tmp_path,
         score_in_loop=True,
+        reward_loop=True,
     )
+    out = played.out
     record = out.extra_fields[ROUNDS_KEY]
     assert record["status"] == "answered" and record["statuses"] == ["OK"] and record["undelivered"] == 1
     assert record["components"]["protocol"] == pytest.approx(2 / 3)  # 2 calls + final_answer, 1 bad
     assert out.reward_score == record["reward"]  # score_in_loop: verl needs no reward function
     assert out.extra_fields["reward_extra_info"]["protocol"] == pytest.approx(2 / 3)
+    assert played.batch.non_tensor_batch["protocol"][0] == pytest.approx(2 / 3)
+    assert played.batch.batch["rm_scores"][0].sum().item() == pytest.approx(record["reward"])
 
     # A turn of broken calls only ends the trajectory (as TRL does): no round, protocol 0.
-    out, manager, _ = play(tokenizer, config, [broken + END], tmp_path)
+    played = play(tokenizer, config, [broken + END], tmp_path)
+    out, manager = played.out, played.manager
     record = out.extra_fields[ROUNDS_KEY]
     assert len(manager.requests) == 1 and set(out.response_mask) == {1}
     assert record["status"] == "unreadable_calls" and record["rounds"] == 0 and record["undelivered"] == 1
     assert record["components"]["protocol"] == 0.0 and record["components"]["success"] == 0.0
     # A well-formed call with a bad argument reaches the round code and comes back FORMAT_ERR.
-    out, _, _ = play(
+    out = play(
         tokenizer,
         config,
         [call("sc", task="Vote.", n=99) + END, call("final_answer", answer="7") + END],
         tmp_path,
-    )
+    ).out
     record = out.extra_fields[ROUNDS_KEY]
     assert record["statuses"] == ["FORMAT_ERR"] and record["components"]["protocol"] == 0.5
 
@@ -276,12 +328,14 @@ def test_the_response_length_and_the_round_cap_end_a_trajectory(
     turn = call("cot", task="Add 3 and 4.") + END
     n = len(tokenizer.encode(turn, add_special_tokens=False))
     # Room for the first turn only: the tool message would pass the limit, so it is not appended.
-    out, manager, _ = play(tokenizer, config, [turn, turn], tmp_path, response_length=n + 5)
+    played = play(tokenizer, config, [turn, turn], tmp_path, response_length=n + 5)
+    out, manager = played.out, played.manager
     record = out.extra_fields[ROUNDS_KEY]
     assert record["status"] == "length" and len(manager.requests) == 1 and out.response_mask == [1] * n
     assert record["rounds"] == 1  # the round was played before its message overflowed
     # max_rounds 2: two rounds, then the last turn (max_rounds + 1) may only answer.
-    out, manager, _ = play(tokenizer, config, [turn, turn, turn], tmp_path)
+    played = play(tokenizer, config, [turn, turn, turn], tmp_path)
+    out, manager = played.out, played.manager
     record = out.extra_fields[ROUNDS_KEY]
     assert len(manager.requests) == 3 and record["status"] == "turns" and record["rounds"] == 2
     assert record["statuses"] == ["OK", "OK", "REJECTED"] and not record["answered"]
@@ -303,11 +357,11 @@ def test_bad_configs_and_a_dead_subagent_endpoint_fail_clearly(tokenizer: Any, t
     assert isinstance(typo.value.__cause__, UsageError) and "max_rounds" in str(typo.value.__cause__)
     # Nothing listens on port 9: the call ends EXEC_ERR in the trajectory; the loop goes on.
     dead = rounds_yaml(tmp_path, "http://127.0.0.1:9/v1")
-    out, _, _ = play(
+    out = play(
         tokenizer,
         dead,
         [call("cot", task="Add 3 and 4.") + END, call("final_answer", answer="7") + END],
         tmp_path,
-    )
+    ).out
     record = out.extra_fields[ROUNDS_KEY]
     assert record["statuses"] == ["EXEC_ERR"] and record["status"] == "answered"
