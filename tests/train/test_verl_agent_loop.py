@@ -333,6 +333,14 @@ def test_the_response_length_and_the_round_cap_end_a_trajectory(
     record = out.extra_fields[ROUNDS_KEY]
     assert record["status"] == "length" and len(manager.requests) == 1 and out.response_mask == [1] * n
     assert record["rounds"] == 1  # the round was played before its message overflowed
+    # A final answer that fills the response to the last token still counts; a round there does not run.
+    answer = call("final_answer", answer="7") + END
+    size = len(tokenizer.encode(answer, add_special_tokens=False))
+    record = play(tokenizer, config, [answer], tmp_path, response_length=size).out.extra_fields[ROUNDS_KEY]
+    assert record["status"] == "answered" and record["answer"] == "7"
+    requests = server.request_count
+    record = play(tokenizer, config, [turn], tmp_path, response_length=n).out.extra_fields[ROUNDS_KEY]
+    assert record["status"] == "length" and record["rounds"] == 0 and server.request_count == requests
     # max_rounds 2: two rounds, then the last turn (max_rounds + 1) may only answer.
     played = play(tokenizer, config, [turn, turn, turn], tmp_path)
     out, manager = played.out, played.manager

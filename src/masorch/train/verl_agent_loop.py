@@ -40,6 +40,7 @@ from uuid import uuid4
 from masorch.backends.base import Message, ToolCall
 from masorch.backends.chat import message_payload, tools_payload
 from masorch.errors import UsageError, require_extra
+from masorch.run.round_calls import FINAL_TOOL
 from masorch.score.scorer import Scorer
 from masorch.train.rounds_config import RoundsTrainConfig, load_rounds_config
 from masorch.train.rounds_env import Rollout, RoundsSetting
@@ -205,12 +206,13 @@ def agent_loop_class() -> type:
                 turns.timing["generate_sequences"] += time.perf_counter() - t0
                 turns.take(await self.ct_merge_assistant_token(*turns.assistant_args(out)))
                 turns.assistant += 1
-                text = await self.loop.run_in_executor(None, self.tokenizer.decode, out.token_ids)
                 content, parsed = await self.tool_parser.extract_tool_calls(out.token_ids, schemas)
-                turns.trainer_calls += written_calls(self.tool_parser, text, len(parsed))
-                if len(turns.mask) >= self.response_length:
-                    status = "length"
+                answer_only = len(parsed) == 1 and parsed[0].name == FINAL_TOOL
+                if len(turns.mask) >= self.response_length and not answer_only:
+                    status = "length"  # no room for a tool message: only a final answer can still count
                     break
+                text = await self.loop.run_in_executor(None, self.tokenizer.decode, out.token_ids)
+                turns.trainer_calls += written_calls(self.tool_parser, text, len(parsed))
                 if not parsed:
                     status = "unreadable_calls" if turns.trainer_calls > rollout.delivered else "no_call"
                     break
