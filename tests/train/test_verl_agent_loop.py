@@ -77,7 +77,9 @@ class ScriptedServerManager:
         self.requests.append(
             {"id": request_id, "prompt_ids": list(prompt_ids), "params": dict(sampling_params)}
         )
-        return TokenOutput(token_ids=self.turns[len(self.requests) - 1], stop_reason="completed")
+        ids = self.turns[len(self.requests) - 1]
+        logprobs = [-0.5] * len(ids) if sampling_params.get("logprobs") else None
+        return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed")
 
 
 def rounds_yaml(tmp_path: Path, base_url: str, extra: str = "") -> str:
@@ -128,6 +130,7 @@ def play(
     response_length: int = 1024,
     score_in_loop: bool = False,
     reward_loop: bool = False,
+    logprobs: bool = False,
 ) -> Played:
     """Build the loop from an agent-loop config file as verl's worker does and play one sample;
     with ``reward_loop``, also pass the output through the worker's post-processing, whose reward
@@ -173,7 +176,7 @@ def play(
             "data_source": "test",
             "agent_name": "masorch_rounds",
         }
-        out = await loop.run({"temperature": 1.0, "top_p": 1.0, "logprobs": False}, **sample)
+        out = await loop.run({"temperature": 1.0, "top_p": 1.0, "logprobs": logprobs}, **sample)
         batch = await worker_batch(cfg, tokenizer, out, sample) if reward_loop else None
         return Played(out, manager, prompt, batch)
 
@@ -220,7 +223,7 @@ def test_a_round_then_the_answer_masks_exactly_the_tool_tokens(
     first = call("cot", task="Add 3 and 4.") + END
     second = call("final_answer", answer="7") + END
     config = rounds_yaml(tmp_path, server.base_url)
-    played = play(tokenizer, config, [first, second], tmp_path, reward_loop=True)
+    played = play(tokenizer, config, [first, second], tmp_path, reward_loop=True, logprobs=True)
     out, manager, prompt = played.out, played.manager, played.prompt
 
     # @register ran on verl's registry, with a target hydra can locate
@@ -239,6 +242,8 @@ def test_a_round_then_the_answer_masks_exactly_the_tool_tokens(
     (one, a, b), (zero, c, d), (one_again, e, f) = spans(mask)
     assert (one, zero, one_again) == (1, 0, 1) and f == len(ids)
     assert ids[a:b] == manager.turns[0] and ids[e:f] == manager.turns[1]
+    # verl's default calculate_log_probs: the policy's log-probs where the mask is 1, 0 elsewhere
+    assert out.response_logprobs == [-0.5 if m else 0.0 for m in mask]
     tool_text = tokenizer.decode(ids[c:d])
     assert tool_text.startswith("<|im_start|>tool\nstatus: OK") and "7" in tool_text
     assert tool_text.endswith("<|im_start|>assistant\n")  # the next turn's generation prompt: no loss
