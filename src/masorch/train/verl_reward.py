@@ -14,6 +14,10 @@ which verl logs as ``reward_extra_info``. Each worker process builds one :class:
 config (sub-agent backend, record/replay cache, loop thread) and keeps it for the process's life.
 Rows come from :mod:`masorch.train.verl_data`: ``extra_info`` carries ``question``, ``dom`` and
 ``scorer``.
+
+:func:`compute_rounds_score` (single-row signature) scores trajectories of the multi-round mode,
+which the ``masorch_rounds`` agent loop (:mod:`masorch.train.verl_agent_loop`) has already played
+and graded: it reads their record from ``extra_info``.
 """
 
 from __future__ import annotations
