@@ -34,3 +34,17 @@ def test_data_writes_verl_parquet(tmp_path: Path, capsys):
     test = pq.read_table(tmp_path / "verl" / "test.parquet").to_pylist()
     assert len(train) == 3 and len(test) == 2
     assert train[0]["extra_info"]["dom"] == "high" and train[0]["prompt"][0]["role"] == "system"
+
+
+def test_data_rounds_writes_rows_for_the_rounds_agent_loop(tmp_path: Path) -> None:
+    cfg = tmp_path / "rounds.yaml"
+    cfg.write_text(
+        f"train: [{{kind: masbench_gen, values: '2', count: 3}}]\nsubagent: vllm:http://127.0.0.1:9/v1#x\n"
+        f"output_dir: {tmp_path / 'out'}\nmax_rounds: 2\n"
+    )
+    assert main(["train", "data", "--config", str(cfg), "--out", str(tmp_path / "verl"), "--rounds"]) == 0
+    rows = pq.read_table(tmp_path / "verl" / "train.parquet").to_pylist()
+    assert len(rows) == 3 and {r["agent_name"] for r in rows} == {"masorch_rounds"}
+    system, user = rows[0]["prompt"]
+    assert system["role"] == "system" and "final_answer" in system["content"]
+    assert user == {"role": "user", "content": rows[0]["extra_info"]["question"]}

@@ -129,6 +129,11 @@ def test_the_round_cap_and_units_budget_hold() -> None:
     capped = turn(env, ("cot", {"task": "d"}))
     assert "rounds are used" in capped[0]
     assert env.rollout.rounds == 3
+    # the turn after the last round may still answer, as the last round's note asks
+    unread = turn(env, ("final_answer", {"answer": ""}))
+    assert unread[0].startswith("status: FORMAT_ERR") and "No round is left" in unread[0]
+    assert turn(env, ("final_answer", {"answer": "7"}))[0].startswith("status: OK")
+    assert env.rollout.answer == "7" and env.rollout.rounds == 3
 
 
 def test_figures_and_rewards_from_the_environment_state() -> None:

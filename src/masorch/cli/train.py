@@ -249,12 +249,28 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
     def data_cmd(
         config: Path = typer.Option(..., "--config", help="YAML training config (its train/eval sources)."),  # noqa: B008
         out: Path = typer.Option(..., "--out", help="Directory for train.parquet and test.parquet."),  # noqa: B008
+        rounds: bool = typer.Option(
+            False,
+            "--rounds",
+            help="CONFIG is a `train rounds` config: write its prompts (the rounds system prompt and the "
+            "question) for verl's masorch_rounds agent loop (train.parquet only).",
+        ),
     ) -> None:
         """Write the config's prompts (orchestrator chat + grading) as verl parquet files."""
         from masorch.train.config import load_config
         from masorch.train.grpo import prompt_rows, train_agents
         from masorch.train.verl_data import write_parquet
 
+        if rounds:
+            from masorch.train.rounds_config import load_rounds_config
+            from masorch.train.rounds_grpo import rounds_rows, rounds_setting
+            from masorch.train.verl_agent_loop import NAME
+
+            rcfg = load_rounds_config(config)
+            rows = [{**r, "dom": "low"} for r in rounds_rows(rcfg, rounds_setting(rcfg))]
+            n = write_parquet(rows, out / "train.parquet", "train", agent_name=NAME)
+            Console().print(f"wrote {n} train rows for the {NAME} agent loop to {out}")
+            return
         cfg = load_config(config)
         train_rows, held = prompt_rows(cfg, train_agents(cfg))
         n = write_parquet(train_rows, out / "train.parquet", "train")

@@ -39,7 +39,10 @@ from masorch.run.round_calls import FINAL_TOOL, call_ids, final_answer
 from masorch.run.round_exec import RoundCalls, RoundsOptions, bad_final
 from masorch.run.session import RunSession
 from masorch.run.trajectory import CallOutcome
-from masorch.train.rounds_rewards import TrajectoryFigures
+from masorch.score.scorer import Scorer
+from masorch.train.reward_components import grade, reward_scorer
+from masorch.train.rounds_config import RoundsRewardConfig
+from masorch.train.rounds_rewards import TrajectoryFigures, components
 
 _PY_TYPES: Mapping[str, Any] = {
     "string": str,
@@ -119,6 +122,27 @@ class Rollout:
             units=self.calls.units,
         )
 
+    def score(
+        self,
+        config: RoundsRewardConfig,
+        scorers: dict[str, Scorer],
+        *,
+        trainer_calls: int,
+        policy_tokens: int,
+    ) -> dict[str, float]:
+        """The reward components of this trajectory (kept in :attr:`components`, its figures in
+        :attr:`figures_seen`): the row's scorer on the final answer, and :func:`components` of
+        :meth:`figures`. ``scorers`` caches one scorer per name across trajectories."""
+        figures = self.figures(trainer_calls=trainer_calls, policy_tokens=policy_tokens)
+        verdict = None
+        if self.answer:
+            name = str(self.row.get("scorer") or "exact")
+            scorer = scorers.get(name) or scorers.setdefault(name, reward_scorer(name))
+            verdict = grade(scorer, self.answer, str(self.row.get("ground_truth", "")), self.question)
+        self.components = components(figures, verdict, **config.thresholds())
+        self.figures_seen = figures
+        return dict(self.components)
+
     async def play_turn(self, calls: Sequence[ToolCall]) -> list[str]:
         """One turn of the policy: a round of tool calls, its ``final_answer``, or calls refused
         because the trajectory has ended or the round cap is reached; one message per call."""
@@ -127,7 +151,9 @@ class Rollout:
         t0 = time.perf_counter()
         round_no = self.rounds + 1
         calls = call_ids(calls, round_no)
-        if self.ended or round_no > self.options.max_rounds:
+        final_alone = len(calls) == 1 and calls[0].name == FINAL_TOOL
+        # The turn after the last round may still give the answer (the last round's note asks for it).
+        if self.ended or (round_no > self.options.max_rounds and not final_alone):
             why = (
                 "the final answer was given"
                 if self.ended
@@ -138,7 +164,7 @@ class Rollout:
             ]
             self.outside += refused
             return [o.message_text() for o in refused]
-        if len(calls) == 1 and calls[0].name == FINAL_TOOL:
+        if final_alone:
             answer = final_answer(calls[0])
             if answer is not None:
                 self.answer, self.ended = answer, True
@@ -148,6 +174,10 @@ class Rollout:
                 outcome = _refused(
                     calls[0], round_no, 1, "no synthesis model while training: give the answer", "FORMAT_ERR"
                 )
+            if round_no > self.options.max_rounds:  # no round left to record it in
+                self.outside.append(outcome)
+                note = "No round is left: call final_answer alone with the answer."
+                return [f"{outcome.message_text()}\n\n{note}"]
             outcomes = [outcome]
         else:
             outcomes = await self.calls.play(round_no, calls)

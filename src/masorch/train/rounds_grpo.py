@@ -23,10 +23,9 @@ from masorch.agents.base import AgentRegistry
 from masorch.backends.base import Backend
 from masorch.run.executor import RoleBackends
 from masorch.score.scorer import Scorer
-from masorch.train.reward_components import grade, reward_scorer
 from masorch.train.rounds_config import RoundsRewardConfig, RoundsTrainConfig
 from masorch.train.rounds_env import RoundsEnvironment, RoundsSetting, environment_factory
-from masorch.train.rounds_rewards import COMPONENTS, components, trajectory_reward
+from masorch.train.rounds_rewards import COMPONENTS, trajectory_reward
 from masorch.train.trainer_parts import (
     LOG_FILE,
     REPORT_FILE,
@@ -84,18 +83,12 @@ class RoundsRewards:
             rollout = env.rollout
             if rollout.components is not None:
                 continue
-            figures = rollout.figures(
+            rollout.score(
+                self.config,
+                self._scorers,
                 trainer_calls=_trainer_calls(completions[i]),
                 policy_tokens=len(completion_ids[i]) if completion_ids is not None else 0,
             )
-            row = rollout.row
-            score = None
-            if rollout.answer:
-                name = str(row.get("scorer") or "exact")
-                scorer = self._scorers.get(name) or self._scorers.setdefault(name, reward_scorer(name))
-                score = grade(scorer, rollout.answer, str(row.get("ground_truth", "")), rollout.question)
-            rollout.components = components(figures, score, **self.config.thresholds())
-            rollout.figures_seen = figures
         if fresh:
             self._log(fresh, log_metric, step)
         return [dict(env.rollout.components or {}) for env in environments]

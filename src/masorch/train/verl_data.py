@@ -14,8 +14,9 @@ from typing import Any
 from masorch.train.data import Row
 
 
-def verl_row(row: Row, index: int, split: str) -> dict[str, Any]:
-    """One training row as verl reads it.
+def verl_row(row: Row, index: int, split: str, agent_name: str | None = None) -> dict[str, Any]:
+    """One training row as verl reads it; ``agent_name`` picks the agent loop that plays it
+    (``masorch_rounds``: :mod:`masorch.train.verl_agent_loop`).
 
     >>> r = verl_row({"prompt": [{"role": "user", "content": "Q?"}], "question": "Q?", "dom": "low",
     ...               "ground_truth": "3", "scorer": "masbench", "data_source": "masbench/depth",
@@ -23,7 +24,7 @@ def verl_row(row: Row, index: int, split: str) -> dict[str, Any]:
     >>> r["reward_model"], r["extra_info"]["dom"]
     ({'style': 'rule', 'ground_truth': '3'}, 'low')
     """
-    return {
+    out = {
         "data_source": row["data_source"],
         "prompt": row["prompt"],
         "ability": "orchestration",
@@ -37,9 +38,12 @@ def verl_row(row: Row, index: int, split: str) -> dict[str, Any]:
             "scorer": row["scorer"],
         },
     }
+    if agent_name is not None:
+        out["agent_name"] = agent_name
+    return out
 
 
-def _schema() -> Any:
+def _schema(agent_name: bool) -> Any:
     import pyarrow as pa
 
     message = pa.struct([("role", pa.string()), ("content", pa.string())])
@@ -53,23 +57,24 @@ def _schema() -> Any:
             ("scorer", pa.string()),
         ]
     )
-    return pa.schema(
-        [
-            ("data_source", pa.string()),
-            ("prompt", pa.list_(message)),
-            ("ability", pa.string()),
-            ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
-            ("extra_info", info),
-        ]
-    )
+    fields = [
+        ("data_source", pa.string()),
+        ("prompt", pa.list_(message)),
+        ("ability", pa.string()),
+        ("reward_model", pa.struct([("style", pa.string()), ("ground_truth", pa.string())])),
+        ("extra_info", info),
+    ]
+    return pa.schema([*fields, ("agent_name", pa.string())] if agent_name else fields)
 
 
-def write_parquet(rows: Sequence[Row], path: Path, split: str) -> int:
-    """Write ``rows`` as a verl parquet file; return how many rows were written."""
+def write_parquet(rows: Sequence[Row], path: Path, split: str, *, agent_name: str | None = None) -> int:
+    """Write ``rows`` as a verl parquet file (with an ``agent_name`` column where given); return
+    how many rows were written."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = pa.Table.from_pylist([verl_row(r, i, split) for i, r in enumerate(rows)], schema=_schema())
+    records = [verl_row(r, i, split, agent_name) for i, r in enumerate(rows)]
+    table = pa.Table.from_pylist(records, schema=_schema(agent_name is not None))
     pq.write_table(table, path)
     return table.num_rows

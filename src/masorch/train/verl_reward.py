@@ -1,4 +1,4 @@
-"""The plan reward as verl custom reward functions (no verl import needed here).
+"""The plan reward (and the rounds agent loop's) as verl custom reward functions (no verl import here).
 
 verl loads a reward function by path (``custom_reward_function.path`` / ``.name``) and passes
 ``custom_reward_function.reward_kwargs`` as keywords:
@@ -14,6 +14,10 @@ which verl logs as ``reward_extra_info``. Each worker process builds one :class:
 config (sub-agent backend, record/replay cache, loop thread) and keeps it for the process's life.
 Rows come from :mod:`masorch.train.verl_data`: ``extra_info`` carries ``question``, ``dom`` and
 ``scorer``.
+
+:func:`compute_rounds_score` (single-row signature) scores trajectories of the multi-round mode,
+which the ``masorch_rounds`` agent loop (:mod:`masorch.train.verl_agent_loop`) has already played
+and graded: it reads their record from ``extra_info``.
 """
 
 from __future__ import annotations
@@ -137,3 +141,46 @@ def compute_score(
 ) -> dict[str, float]:
     """verl ``naive`` reward manager entry: score one response (its plan runs alone)."""
     return score_rows(SERVICE.get(config), [solution_str], [ground_truth], [extra_info])[0]
+
+
+#: The key of the trajectory record the ``masorch_rounds`` agent loop
+#: (:mod:`masorch.train.verl_agent_loop`) puts in its output's ``extra_fields``; verl's reward
+#: loop merges those fields into the ``extra_info`` a reward function receives.
+ROUNDS_KEY = "masorch_rounds"
+
+
+def rounds_reward_info(record: Mapping[str, Any]) -> dict[str, float]:
+    """The score and the figures verl logs of one trajectory record of the rounds agent loop.
+
+    >>> info = rounds_reward_info({"reward": 1.1, "components": {"success": 1.0, "protocol": 0.5},
+    ...     "rounds": 2, "answered": True, "units": 3.0, "tokens": 90, "undelivered": 0})
+    >>> info["score"], info["protocol"], info["answered"], info["tokens"]
+    (1.1, 0.5, 1.0, 90.0)
+    """
+    out = {"score": float(record["reward"])}
+    out |= {name: float(value) for name, value in record["components"].items()}
+    out |= {k: float(record[k]) for k in ("rounds", "answered", "units", "tokens", "undelivered")}
+    return out
+
+
+def compute_rounds_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: str,
+    extra_info: Mapping[str, Any] | None = None,
+    **_: Any,
+) -> dict[str, float]:
+    """verl reward function for trajectories of the ``masorch_rounds`` agent loop: their reward.
+
+    The agent loop already played the trajectory and computed its components (the final answer
+    graded by the row's scorer, :mod:`masorch.train.rounds_rewards`); this reads them from
+    ``extra_info`` and returns ``score`` (the weighted reward) with every component and figure.
+    """
+    record = (extra_info or {}).get(ROUNDS_KEY)
+    if not isinstance(record, Mapping):
+        raise UsageError(
+            f"extra_info has no {ROUNDS_KEY!r} record: the response was not played by the rounds agent loop",
+            hint="select the loop: actor_rollout_ref.rollout.agent.default_agent_loop=masorch_rounds "
+            "(docs/train.md, 'verl agent loop')",
+        )
+    return rounds_reward_info(record)
