@@ -74,6 +74,25 @@ def test_rows_carry_the_orchestrator_prompt_with_the_dom_and_grading() -> None:
     assert [x["id"] for x in rest] == [x["id"] for x in every[1:3]]  # skip, then limit
 
 
+def test_a_dataset_source_keeps_the_items_its_where_names(monkeypatch) -> None:
+    import masorch.eval.datasets as datasets
+    from masorch.eval.datasets import Sample
+
+    items = [Sample(f"q{i}", f"Question {i}?", "yes" if i % 2 else "Paris", "hotpotqa",
+                    {"type": "comparison" if i % 2 else "bridge"}) for i in range(6)]  # fmt: skip
+    monkeypatch.setattr(datasets, "load", lambda spec, seed=0: items)
+    source = SourceConfig(kind="dataset", name="hotpotqa", where={"type": "bridge"}, skip=1, limit=1)
+    rows = build_rows([source], dom="low", dialect="calls", catalogue=builtin_catalogue())
+    assert [r["id"] for r in rows] == ["q2"]  # bridge items q0, q2, q4: skip one, keep one
+    with pytest.raises(UsageError, match="where"):
+        build_rows(
+            [SourceConfig(kind="masbench_gen", where={"type": "bridge"})],
+            dom="low",
+            dialect="calls",
+            catalogue=builtin_catalogue(),
+        )
+
+
 def test_masbench_file_source_and_bad_sources(tmp_path: Path) -> None:
     from masorch.masbench.axes import generate_instance
     from masorch.masbench.export import write_records

@@ -48,6 +48,10 @@ class SourceConfig(ConfigModel):
     count: int = Field(default=32, description="masbench_gen: instances in all (spread over the values)")
     split: str = Field(default="train", description="masbench_gen: train or test (template-disjoint)")
     seed: int = Field(default=0, description="masbench_gen: generator seed; dataset: sampling seed")
+    where: dict[str, str] = Field(
+        default_factory=dict,
+        description="dataset: keep the items whose fields have these values (HotpotQA: {type: bridge})",
+    )
     skip: int = Field(
         default=0, ge=0, description="leave out the first N items (keeps a held-out range disjoint)"
     )

@@ -31,6 +31,8 @@ Row = dict[str, Any]
 
 def _questions(source: SourceConfig) -> Iterable[tuple[str, str, str, str, str]]:
     """(id, question, ground_truth, scorer, data_source) of each item of a source."""
+    if source.where and source.kind != "dataset":
+        raise UsageError(f"`where` filters dataset sources only, not {source.kind}", hint="remove `where`")
     if source.kind == "masbench":
         from masorch.masbench.export import read_records
 
@@ -51,7 +53,8 @@ def _questions(source: SourceConfig) -> Iterable[tuple[str, str, str, str, str]]
             raise UsageError("a dataset source needs a name", hint="name: aime24 (see masorch.eval.datasets)")
         spec = get_spec(source.name)
         for s in load(spec, seed=source.seed):
-            yield s.id, s.question, s.answer, spec.scorer, spec.data_source or spec.name
+            if all(str(s.meta.get(k)) == v for k, v in source.where.items()):
+                yield s.id, s.question, s.answer, spec.scorer, spec.data_source or spec.name
     else:
         raise UsageError(
             f"unknown prompt source kind {source.kind!r}", hint="use masbench, masbench_gen or dataset"
