@@ -145,3 +145,14 @@ def test_a_bad_prompt_file_is_a_usage_error(tmp_path, text, message):
         load_prompt_file(path, DoM.LOW)
     with pytest.raises(UsageError):
         load_prompt_file(tmp_path / "missing.yaml", DoM.LOW)
+
+
+@pytest.mark.parametrize("dom", [DoM.LOW, DoM.HIGH])
+def test_the_plain_prompt_is_the_default_one_without_its_example_plans(dom: DoM) -> None:
+    default = messages(dom)[0].content
+    plain = messages(dom, prompt="plain")[0].content
+    assert "Example, for" in default and "Example, for" not in plain
+    assert plain.split("# How to write the plan")[0] == default.split("# How to write the plan")[0]
+    assert "create_agent(id=" in plain  # the syntax stays
+    with pytest.raises(UsageError, match="plain prompt"):
+        messages(dom, prompt="plain", dialect="xml")

@@ -6,6 +6,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
 from masorch.agents import default_registry, offered_registry
 from masorch.backends.base import Backend, GenerateConfig, Message
 from masorch.backends.scripted import ScriptedBackend
@@ -44,7 +46,13 @@ def rows(budget: Budget) -> list[dict[str, object]]:
     return out
 
 
-def run(tmp_path: Path, orchestrator: Backend, held: list[dict[str, object]], budget: Budget) -> EvalSummary:
+def run(
+    tmp_path: Path,
+    orchestrator: Backend,
+    held: list[dict[str, object]],
+    budget: Budget,
+    prompt: str = "default",
+) -> EvalSummary:
     closed: list[str] = []
 
     class Sub(ScriptedBackend):
@@ -55,7 +63,9 @@ def run(tmp_path: Path, orchestrator: Backend, held: list[dict[str, object]], bu
         orchestrator,
         held,
         tmp_path / "eval_before",
-        system=System.parse("mas:low", model="scripted:sub", constrain=False, plan_tokens=64, budget=budget),
+        system=System.parse(
+            "mas:low", model="scripted:sub", constrain=False, plan_tokens=64, budget=budget, prompt=prompt
+        ),
         subagent_factory=lambda model: Sub(lambda m, c: "\\boxed{17}", name=model),
         agents_factory=default_registry,
         tag="before",
@@ -87,7 +97,10 @@ def test_valid_rate_accuracy_plan_size_and_an_eval_run_dir(tmp_path: Path) -> No
     assert (run_dir / "traces.jsonl").stat().st_size > 0
 
 
-def test_the_orchestrator_sees_the_training_prompt_and_a_rerun_replaces_the_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prompt", ["default", "plain"])
+def test_the_orchestrator_sees_the_training_prompt_and_a_rerun_replaces_the_run(
+    tmp_path: Path, prompt: str
+) -> None:
     budget = Budget(max_calls=8)
     held = build_rows(
         [SourceConfig(kind="masbench_gen", axis="depth", values="2", count=2, split="test", seed=3)],
@@ -96,10 +109,13 @@ def test_the_orchestrator_sees_the_training_prompt_and_a_rerun_replaces_the_run(
         # What training offers without a corpus (train_agents): the evaluation offers the same.
         catalogue=offered_registry(default_registry(), retriever=False).catalogue(),
         budget=budget,
+        prompt=prompt,
     )
+    examples = ["Example, for" in r["prompt"][0]["content"] for r in held]
+    assert examples == [prompt == "default"] * 2  # the plain prompt has no worked example plan
     for _ in range(2):  # the second evaluation replaces the first instead of refusing the directory
         orchestrator = ScriptedBackend(lambda m, c: 'final_answer("1")')
-        summary = run(tmp_path, orchestrator, held, budget)
+        summary = run(tmp_path, orchestrator, held, budget, prompt)
         sent = [[{"role": m.role, "content": m.content} for m in msgs] for msgs, _ in orchestrator.calls]
         assert sorted(json.dumps(s) for s in sent) == sorted(json.dumps(r["prompt"]) for r in held)
         assert summary.n == 2 and summary.valid_rate == 1.0

@@ -107,7 +107,8 @@ def orchestrator_messages(
     question: str, catalogue: Mapping[str, KindSignature], options: OrchestrateOptions
 ) -> list[Message]:
     """The orchestrator's prompt for ``question``: a system and a user message (the official
-    profile: system, user and developer block, :func:`~masorch.run.official.official_messages`)."""
+    profile: system, user and developer block, :func:`~masorch.run.official.official_messages`;
+    the plain profile: the default one without its worked example plans)."""
     if options.prompt == "official":
         return official_messages(
             question,
@@ -137,6 +138,7 @@ def orchestrator_messages(
         budget=budget,
         max_agents=max_plan_agents(options.dialect, options.dom, options.limits),
         dialect=options.dialect,
+        examples=options.prompt != "plain",
     )
     return [Message("system", system), Message("user", render("orchestrator/user.j2", question=question))]
 

@@ -35,13 +35,13 @@ MAS_VARIANTS: tuple[str, ...] = ("low", "high", "rounds", "rounds-serial")
 Mode = Literal["sas", "mas", "rounds"]
 #: The orchestrator prompt profiles: masorch's own prompt, or the layout of the released
 #: MAS-Orchestra checkpoints (:mod:`masorch.run.official`; the xml dialect only).
-PromptProfile = Literal["default", "official"]
+PromptProfile = Literal["default", "official", "plain"]
 #: The task families the official prompts come in: ``general``; ``choice`` (low DoM: answers
 #: written as a letter or an integer); ``masbench`` (high DoM: arithmetic word problems, CoT only).
 PromptFamily = Literal["general", "choice", "masbench"]
 #: The plan token cap when none is set: the default prompt's plans are short; the checkpoints were
 #: trained with up to 8192 response tokens, and their high-DoM plans run to several thousand.
-DEFAULT_PLAN_TOKENS: dict[str, int] = {"default": 1024, "official": 8192}
+DEFAULT_PLAN_TOKENS: dict[str, int] = {"default": 1024, "official": 8192, "plain": 1024}
 
 #: Budget keys as configs write them -> Budget fields (the field names are read too).
 BUDGET_KEYS = {"calls": "max_calls", "tokens": "max_tokens", "cost": "max_cost", "wall_s": "max_wall_s"}
@@ -213,6 +213,11 @@ class System(BaseModel):
                     f"{self.name}: prompt_family {self.prompt_family} is an official prompt for mas:{wants}",
                     hint=f"use it with prompt official on mas:{wants}, or leave prompt_family unset",
                 )
+        if self.mode == "mas" and self.prompt == "plain" and self.dialect == "xml":
+            raise UsageError(
+                f"{self.name}: the plain prompt is written for the calls and json dialects, not xml",
+                hint="use dialect calls or json with prompt plain",
+            )
         if self.prompt_file is not None and self.prompt != "official":
             raise UsageError(
                 f"{self.name}: prompt_file holds official templates, so it needs prompt official",

@@ -144,6 +144,13 @@ class TrainConfig(PolicyTraining):
     dialect: Dialect = Field(
         default="calls", description="plan dialect the orchestrator is asked to write: calls, json or xml"
     )
+    prompt: Literal["default", "plain"] = Field(
+        default="default",
+        description=(
+            "orchestrator prompt of training and evaluation: default, or plain (the default without its "
+            "worked example plans, so that copying an example is not a plan the prompt hands over)"
+        ),
+    )
     constrain: bool = Field(
         default=False,
         description=(
@@ -235,6 +242,7 @@ class TrainConfig(PolicyTraining):
             variant=self.dom.value,
             model=self.subagent,
             dialect=self.dialect,
+            prompt=self.prompt,
             constrain=self.constrain,
             plan_tokens=self.max_completion_length,
             budget=self.plan_budget,

@@ -22,7 +22,7 @@ from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
 from masorch.errors import UsageError
 from masorch.run.executor import RoleBackends
-from masorch.train.config import TrainConfig
+from masorch.train.config import SourceConfig, TrainConfig
 from masorch.train.data import Row, build_rows
 from masorch.train.evaluate import EvalSummary, SharedBackend, evaluate_policy
 from masorch.train.reward_components import CostTarget
@@ -94,11 +94,17 @@ def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], lis
     """Training rows and held-out rows (``eval`` sources, else the last ``eval_limit`` train rows)."""
     budget = cfg.plan_budget
     catalogue = agents.catalogue()
-    train = build_rows(cfg.train, dom=cfg.dom, dialect=cfg.dialect, catalogue=catalogue, budget=budget)
+
+    def rows(sources: list[SourceConfig]) -> list[Row]:
+        return build_rows(
+            sources, dom=cfg.dom, dialect=cfg.dialect, catalogue=catalogue, budget=budget, prompt=cfg.prompt
+        )
+
+    train = rows(cfg.train)
     if cfg.eval_limit <= 0:
         return train, []
     if cfg.eval:
-        held = build_rows(cfg.eval, dom=cfg.dom, dialect=cfg.dialect, catalogue=catalogue, budget=budget)
+        held = rows(cfg.eval)
         return train, held[: cfg.eval_limit]
     if len(train) <= cfg.eval_limit:
         raise UsageError(
