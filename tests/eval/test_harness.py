@@ -162,7 +162,7 @@ systems:
     assert specs[1].params == {"n": 3} and specs[0].budget.max_calls == 12
     assert specs[2].orchestrator_model == "scripted:o" and specs[2].dialect == "json"
     with pytest.raises(UsageError, match="unknown single-agent"):
-        parse_systems("sas:python", model="m")
+        parse_systems("sas:planner", model="m")
     with pytest.raises(UsageError, match="two systems"):
         systems_from_yaml("systems: [sas:cot, sas:cot]\ndefaults: {model: m}")
     with pytest.raises(UsageError, match="unknown keys"):

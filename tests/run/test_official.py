@@ -148,11 +148,18 @@ def test_a_bad_prompt_file_is_a_usage_error(tmp_path, text, message):
 
 
 @pytest.mark.parametrize("dom", [DoM.LOW, DoM.HIGH])
-def test_the_plain_prompt_is_the_default_one_without_its_example_plans(dom: DoM) -> None:
+def test_prompt_examples_replace_the_default_prompts_worked_examples(dom: DoM) -> None:
     default = messages(dom)[0].content
-    plain = messages(dom, prompt="plain")[0].content
-    assert "Example, for" in default and "Example, for" not in plain
-    assert plain.split("# How to write the plan")[0] == default.split("# How to write the plan")[0]
-    assert "create_agent(id=" in plain  # the syntax stays
-    with pytest.raises(UsageError, match="plain prompt"):
-        messages(dom, prompt="plain", dialect="xml")
+    none = messages(dom, prompt_examples="")[0].content
+    mine = messages(dom, prompt_examples='Example:\n\ncreate_agent(id="a1", kind="cot", task="")')[0].content
+    assert "Example, for" in default and "Example" not in none
+    assert (
+        mine.endswith('\n\nExample:\n\ncreate_agent(id="a1", kind="cot", task="")')
+        and "Example, for" not in mine
+    )
+    head = default.split("# How to write the plan")[0]
+    assert none.split("# How to write the plan")[0] == mine.split("# How to write the plan")[0] == head
+    assert "create_agent(id=" in none  # the syntax stays
+    for bad in ({"dialect": "xml"}, {"prompt": "official"}):
+        with pytest.raises(UsageError, match="prompt_examples"):
+            messages(dom, prompt_examples="", **bad)

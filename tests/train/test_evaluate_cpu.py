@@ -51,7 +51,7 @@ def run(
     orchestrator: Backend,
     held: list[dict[str, object]],
     budget: Budget,
-    prompt: str = "default",
+    examples: str | None = None,
 ) -> EvalSummary:
     closed: list[str] = []
 
@@ -64,7 +64,12 @@ def run(
         held,
         tmp_path / "eval_before",
         system=System.parse(
-            "mas:low", model="scripted:sub", constrain=False, plan_tokens=64, budget=budget, prompt=prompt
+            "mas:low",
+            model="scripted:sub",
+            constrain=False,
+            plan_tokens=64,
+            budget=budget,
+            prompt_examples=examples,
         ),
         subagent_factory=lambda model: Sub(lambda m, c: "\\boxed{17}", name=model),
         agents_factory=default_registry,
@@ -97,9 +102,9 @@ def test_valid_rate_accuracy_plan_size_and_an_eval_run_dir(tmp_path: Path) -> No
     assert (run_dir / "traces.jsonl").stat().st_size > 0
 
 
-@pytest.mark.parametrize("prompt", ["default", "plain"])
+@pytest.mark.parametrize("examples", [None, 'Example:\n\ncreate_agent(id="s", kind="cot", task="")'])
 def test_the_orchestrator_sees_the_training_prompt_and_a_rerun_replaces_the_run(
-    tmp_path: Path, prompt: str
+    tmp_path: Path, examples: str | None
 ) -> None:
     budget = Budget(max_calls=8)
     held = build_rows(
@@ -109,13 +114,13 @@ def test_the_orchestrator_sees_the_training_prompt_and_a_rerun_replaces_the_run(
         # What training offers without a corpus (train_agents): the evaluation offers the same.
         catalogue=offered_registry(default_registry(), retriever=False).catalogue(),
         budget=budget,
-        prompt=prompt,
+        prompt_examples=examples,
     )
-    examples = ["Example, for" in r["prompt"][0]["content"] for r in held]
-    assert examples == [prompt == "default"] * 2  # the plain prompt has no worked example plan
+    shown = ["Example, for" in r["prompt"][0]["content"] for r in held]
+    assert shown == [examples is None] * 2  # the config's examples replace the default ones
     for _ in range(2):  # the second evaluation replaces the first instead of refusing the directory
         orchestrator = ScriptedBackend(lambda m, c: 'final_answer("1")')
-        summary = run(tmp_path, orchestrator, held, budget, prompt)
+        summary = run(tmp_path, orchestrator, held, budget, examples)
         sent = [[{"role": m.role, "content": m.content} for m in msgs] for msgs, _ in orchestrator.calls]
         assert sorted(json.dumps(s) for s in sent) == sorted(json.dumps(r["prompt"]) for r in held)
         assert summary.n == 2 and summary.valid_rate == 1.0

@@ -70,9 +70,8 @@ def register(
         prompt: str | None = typer.Option(
             None,
             "--prompt",
-            help="Orchestrator prompt: default; plain (the default without its worked example plans); or "
-            "official (the layout the MAS-Orchestra checkpoints were trained on; xml dialect, free "
-            "decoding, 8192 plan tokens; plan mode).",
+            help="Orchestrator prompt: default, or official (the layout the MAS-Orchestra checkpoints were "
+            "trained on; xml dialect, free decoding, 8192 plan tokens; plan mode).",
         ),
         prompt_file: Path | None = typer.Option(  # noqa: B008
             None,

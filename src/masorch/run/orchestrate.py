@@ -75,6 +75,7 @@ class OrchestrateOptions:
     prompt: PromptProfile = "default"
     prompt_family: PromptFamily = "general"
     prompt_file: PromptFile | None = None
+    prompt_examples: str | None = None
     subagent_model: str = ""
 
     @classmethod
@@ -99,6 +100,7 @@ class OrchestrateOptions:
             prompt=system.prompt,
             prompt_family=system.prompt_family,
             prompt_file=load_prompt_file(system.prompt_file, system.dom) if system.prompt_file else None,
+            prompt_examples=system.prompt_examples,
             subagent_model=model_name(system.model),
         )
 
@@ -107,8 +109,8 @@ def orchestrator_messages(
     question: str, catalogue: Mapping[str, KindSignature], options: OrchestrateOptions
 ) -> list[Message]:
     """The orchestrator's prompt for ``question``: a system and a user message (the official
-    profile: system, user and developer block, :func:`~masorch.run.official.official_messages`;
-    the plain profile: the default one without its worked example plans)."""
+    profile: system, user and developer block, :func:`~masorch.run.official.official_messages`).
+    ``options.prompt_examples`` replaces the default prompt's worked example plans."""
     if options.prompt == "official":
         return official_messages(
             question,
@@ -138,7 +140,7 @@ def orchestrator_messages(
         budget=budget,
         max_agents=max_plan_agents(options.dialect, options.dom, options.limits),
         dialect=options.dialect,
-        examples=options.prompt != "plain",
+        examples=options.prompt_examples,
     )
     return [Message("system", system), Message("user", render("orchestrator/user.j2", question=question))]
 

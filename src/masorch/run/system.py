@@ -35,13 +35,13 @@ MAS_VARIANTS: tuple[str, ...] = ("low", "high", "rounds", "rounds-serial")
 Mode = Literal["sas", "mas", "rounds"]
 #: The orchestrator prompt profiles: masorch's own prompt, or the layout of the released
 #: MAS-Orchestra checkpoints (:mod:`masorch.run.official`; the xml dialect only).
-PromptProfile = Literal["default", "official", "plain"]
+PromptProfile = Literal["default", "official"]
 #: The task families the official prompts come in: ``general``; ``choice`` (low DoM: answers
 #: written as a letter or an integer); ``masbench`` (high DoM: arithmetic word problems, CoT only).
 PromptFamily = Literal["general", "choice", "masbench"]
 #: The plan token cap when none is set: the default prompt's plans are short; the checkpoints were
 #: trained with up to 8192 response tokens, and their high-DoM plans run to several thousand.
-DEFAULT_PLAN_TOKENS: dict[str, int] = {"default": 1024, "official": 8192, "plain": 1024}
+DEFAULT_PLAN_TOKENS: dict[str, int] = {"default": 1024, "official": 8192}
 
 #: Budget keys as configs write them -> Budget fields (the field names are read too).
 BUDGET_KEYS = {"calls": "max_calls", "tokens": "max_tokens", "cost": "max_cost", "wall_s": "max_wall_s"}
@@ -89,14 +89,15 @@ class System(BaseModel):
     when no dialect is given, and free decoding unless ``constrain`` is set), ``prompt_family``
     its task family (``general``, ``choice`` at low DoM, ``masbench`` at high DoM); ``prompt_file``
     loads a user's own copy of the official templates (YAML, see
-    :func:`masorch.run.official.load_prompt_file`). ``timeout_s`` bounds the whole run and
-    ``node_timeout_s`` each node; ``max_rounds`` and ``max_calls_per_round`` bound the rounds mode
-    (``mas:rounds-serial`` is the rounds mode with one call per round). The rounds mode also takes
-    a ``pool`` of named, described models each call may choose from, the ``synthesis`` model that
-    answers from the trajectory at the round cap (default: the orchestrator), ``tool_costs`` (cost
-    units per tool, over :data:`~masorch.run.round_calls.DEFAULT_TOOL_COSTS`) and ``max_units``
-    (the run's budget in those units). ``temperature`` and ``seed`` are the orchestrator's sampling
-    (0 and None: greedy, the default; trajectory collection samples K runs with distinct seeds).
+    :func:`masorch.run.official.load_prompt_file`); ``prompt_examples`` replaces the worked example
+    plans of the default prompt (calls and json dialects; "" leaves them out). ``timeout_s`` bounds the
+    whole run and ``node_timeout_s`` each node; ``max_rounds`` and ``max_calls_per_round`` bound the
+    rounds mode (``mas:rounds-serial`` is the rounds mode with one call per round). The rounds mode also
+    takes a ``pool`` of named, described models each call may choose from, the ``synthesis`` model that
+    answers from the trajectory at the round cap (default: the orchestrator), ``tool_costs`` (cost units
+    per tool, over :data:`~masorch.run.round_calls.DEFAULT_TOOL_COSTS`) and ``max_units`` (the run's
+    budget in those units). ``temperature`` and ``seed`` are the orchestrator's sampling (0 and None:
+    greedy, the default; trajectory collection samples K runs with distinct seeds).
     ``name`` labels the system in logs and reports (default: :attr:`label`).
     """
 
@@ -114,6 +115,7 @@ class System(BaseModel):
     prompt: PromptProfile = "default"
     prompt_family: PromptFamily = "general"
     prompt_file: str | None = None
+    prompt_examples: str | None = Field(default=None, max_length=4000)
     repair: int = Field(default=0, ge=0)
     constrain: bool = True
     prune: bool = True
@@ -213,10 +215,11 @@ class System(BaseModel):
                     f"{self.name}: prompt_family {self.prompt_family} is an official prompt for mas:{wants}",
                     hint=f"use it with prompt official on mas:{wants}, or leave prompt_family unset",
                 )
-        if self.mode == "mas" and self.prompt == "plain" and self.dialect == "xml":
+        if self.prompt_examples is not None and (self.prompt != "default" or self.dialect == "xml"):
             raise UsageError(
-                f"{self.name}: the plain prompt is written for the calls and json dialects, not xml",
-                hint="use dialect calls or json with prompt plain",
+                f"{self.name}: prompt_examples replaces the examples of the default prompt's calls and "
+                f"json dialects, not of prompt {self.prompt} with dialect {self.dialect}",
+                hint="use prompt default with dialect calls or json, or leave prompt_examples unset",
             )
         if self.prompt_file is not None and self.prompt != "official":
             raise UsageError(

@@ -144,11 +144,11 @@ class TrainConfig(PolicyTraining):
     dialect: Dialect = Field(
         default="calls", description="plan dialect the orchestrator is asked to write: calls, json or xml"
     )
-    prompt: Literal["default", "plain"] = Field(
-        default="default",
+    prompt_examples: str | None = Field(
+        default=None,
         description=(
-            "orchestrator prompt of training and evaluation: default, or plain (the default without its "
-            "worked example plans, so that copying an example is not a plan the prompt hands over)"
+            "text that replaces the orchestrator prompt's worked example plans in training and "
+            'evaluation alike (calls and json dialects; "" leaves them out; None: the default examples)'
         ),
     )
     constrain: bool = Field(
@@ -242,7 +242,7 @@ class TrainConfig(PolicyTraining):
             variant=self.dom.value,
             model=self.subagent,
             dialect=self.dialect,
-            prompt=self.prompt,
+            prompt_examples=self.prompt_examples,
             constrain=self.constrain,
             plan_tokens=self.max_completion_length,
             budget=self.plan_budget,

@@ -22,7 +22,6 @@ from masorch.plan.catalogue import KindSignature
 from masorch.plan.parse import Dialect
 from masorch.run.budget import Budget
 from masorch.run.orchestrate import OrchestrateOptions, orchestrator_messages
-from masorch.run.system import PromptProfile
 from masorch.train.config import SourceConfig
 
 logger = logging.getLogger(__name__)
@@ -69,11 +68,13 @@ def build_rows(
     dialect: Dialect,
     catalogue: Mapping[str, KindSignature],
     budget: Budget | None = None,
-    prompt: PromptProfile = "default",
+    prompt_examples: str | None = None,
 ) -> list[Row]:
     """The prompt rows of every source, in order, each source's first ``skip`` items left out and
     the rest cut to its ``limit``."""
-    options = OrchestrateOptions(dom=DoM(dom), dialect=dialect, budget=budget or Budget(), prompt=prompt)
+    options = OrchestrateOptions(
+        dom=DoM(dom), dialect=dialect, budget=budget or Budget(), prompt_examples=prompt_examples
+    )
     rows: list[Row] = []
     for source in sources:
         n = 0

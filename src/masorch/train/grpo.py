@@ -97,7 +97,12 @@ def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], lis
 
     def rows(sources: list[SourceConfig]) -> list[Row]:
         return build_rows(
-            sources, dom=cfg.dom, dialect=cfg.dialect, catalogue=catalogue, budget=budget, prompt=cfg.prompt
+            sources,
+            dom=cfg.dom,
+            dialect=cfg.dialect,
+            catalogue=catalogue,
+            budget=budget,
+            prompt_examples=cfg.prompt_examples,
         )
 
     train = rows(cfg.train)
