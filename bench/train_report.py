@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections import Counter
 from pathlib import Path
 
 COLUMNS = (
@@ -29,7 +30,8 @@ def main() -> None:
     parser.add_argument("--png", type=Path, default=None, help="write the reward curve here")
     parser.add_argument("--window", type=int, default=5, help="steps in the moving mean of the plot")
     args = parser.parse_args()
-    lines = [json.loads(x) for x in (args.run_dir / "log.jsonl").read_text().splitlines() if x.strip()]
+    log = args.run_dir / "log.jsonl"  # absent until the first step: the report then has no steps
+    lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()] if log.is_file() else []
     steps = [x for x in lines if "loss" in x]
     print("step " + " ".join(f"{short:>8}" for _, short in COLUMNS))
     for s in steps:
@@ -90,16 +92,25 @@ def before_after(run_dir: Path, suffix: str) -> None:
     from masorch.eval.metrics import bootstrap_mean, paired_difference
 
     runs = {tag: run_dir / f"eval_{tag}{suffix}" for tag in ("before", "after")}
-    if not all((d / "log.jsonl").is_file() for d in runs.values()):
-        return
+    runs = {
+        tag: d for tag, d in runs.items() if (d / "log.jsonl").is_file()
+    }  # a run in progress: before only
+    records = {tag: RunLog.read(d)[1] for tag, d in runs.items()}
     correct = {
-        tag: {r["sample_id"]: float(bool(r.get("correct"))) for r in RunLog.read(d)[1]}
-        for tag, d in runs.items()
+        tag: {r["sample_id"]: float(bool(r.get("correct"))) for r in recs} for tag, recs in records.items()
     }
     mode = "sampled" if suffix else "greedy"
     for tag, by_id in correct.items():
         accuracy = bootstrap_mean(list(by_id.values())).format()
         print(f"held-out accuracy {mode} {tag}: {accuracy} (n={len(by_id)})")
+        valid = [r for r in records[tag] if r.get("status") != "invalid_plan"]
+        right = sum(bool(r.get("correct")) for r in valid)
+        plans = Counter("+".join(r.get("plan_kinds") or []) or "direct answer" for r in valid)
+        print(
+            f"  valid plans {len(valid)}/{len(records[tag])}, right among them {right}; kinds: {dict(plans)}"
+        )
+    if len(runs) < 2:
+        return
     both = sorted(set(correct["before"]) & set(correct["after"]))
     diff = paired_difference([correct["after"][k] for k in both], [correct["before"][k] for k in both])
     print(f"held-out accuracy {mode} after - before (paired, n={len(both)}): {diff.format()}")
