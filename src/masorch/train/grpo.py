@@ -277,7 +277,7 @@ def train_grpo(
         trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora, sitting=sitting)
         # the model evaluated "after" in an earlier sitting changed if this one trained further
         after, after_sampled = held_out.evaluate(
-            "after", trained.model, tokenizer, resume=trained.steps == sitting.step
+            "after", trained.model, tokenizer, resume=cfg.resume and trained.steps == sitting.step
         )
         report = TrainReport(
             output_dir=str(out),
