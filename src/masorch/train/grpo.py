@@ -22,6 +22,7 @@ from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend
 from masorch.errors import UsageError
 from masorch.run.executor import RoleBackends
+from masorch.run.system import System
 from masorch.train.config import SourceConfig, TrainConfig
 from masorch.train.data import Row, build_rows
 from masorch.train.evaluate import EvalSummary, SharedBackend, evaluate_policy
@@ -188,15 +189,14 @@ class HeldOut:
         With ``resume`` a started evaluation of the same rows goes on where it stopped."""
         if not self.rows:
             return None, None
-        greedy = self._evaluate(tag, policy, tokenizer, self.cfg.policy_system(), resume)
+        system = self.cfg.policy_system()
+        greedy = self._evaluate(tag, policy, tokenizer, system, resume)
         if not self.cfg.eval_sampled:
             return greedy, None
-        sampling = self.cfg.policy_system().model_copy(
-            update={"temperature": self.cfg.temperature, "seed": self.cfg.seed}
-        )
+        sampling = system.model_copy(update={"temperature": self.cfg.temperature, "seed": self.cfg.seed})
         return greedy, self._evaluate(f"{tag}_sampled", policy, tokenizer, sampling, resume)
 
-    def _evaluate(self, tag: str, policy: Any, tokenizer: Any, system: Any, resume: bool) -> EvalSummary:
+    def _evaluate(self, tag: str, policy: Any, tokenizer: Any, system: System, resume: bool) -> EvalSummary:
         from masorch.backends.hf import HFBackend
 
         t0 = time.monotonic()
