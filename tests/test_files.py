@@ -85,10 +85,10 @@ def test_a_config_over_the_size_cap_is_refused_before_parsing(tmp_path):
     ("text", "message"),
     [
         ("systems: [sas:cot]\ndefaults: 5", "defaults"),
-        ("systems: [{system: sas:cot, model: 5}]", "model must be of type str"),
-        ("systems: [{system: sas:cot, model: m:x, budget: [1]}]", "budget must be of type mapping"),
+        ("systems: [{system: sas:cot, model: 5}]", "model must be str"),
+        ("systems: [{system: sas:cot, model: m:x, budget: [1]}]", "budget must be a mapping"),
         ("systems: [{system: sas:cot, model: m:x, agent_models: {sc: 3}}]", "agent_models"),
-        ("systems: [{system: sas:cot, model: m:x, repair: yes}]", "repair must be of type int"),
+        ("systems: [{system: sas:cot, model: m:x, repair: yes}]", "repair must be int"),
         ("systems: [[1]]", "bad system entry"),
     ],
 )

@@ -40,6 +40,8 @@ def cache_dir(kind: str, env: Mapping[str, str] | None = None) -> Path:
 #: too, and only the outermost one knows the whole place of a bad key (``config.train[0].axes``).
 _BUILDING: ContextVar[bool] = ContextVar("masorch_config_building", default=False)
 
+_M = typing.TypeVar("_M", bound=BaseModel)
+
 
 class ConfigModel(BaseModel):
     """A configuration record read from YAML: strict, frozen, unknown keys refused, fields described.
@@ -93,43 +95,59 @@ _TYPE_NAMES = {
 }
 
 
-def config_error(cls: type[ConfigModel], exc: ValidationError) -> UsageError:
-    """The first problem of a validation error as a UsageError that names the key and the fix."""
-    first = exc.errors()[0]
+def config_error(
+    cls: type[BaseModel], exc: ValidationError, *, context: str = "", see: str | None = None
+) -> UsageError:
+    """The first problem of a validation error as a UsageError that names the key and the fix.
+
+    The key is named from the config's root (``config.train[0].axes``), or after ``context`` when
+    the record is one entry of something larger (``system 'sas:cot': budget``); ``see`` replaces the
+    hint's pointer to the fields (default: the class's ``show_config`` command).
+    """
+    errors = exc.errors()
+    # A misspelt key explains the missing one beside it: name the unknown key first.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = first["loc"]
-    where = "config" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
-    see = f"see `{cls.show_config}`" if cls.show_config else "see the docs of this config"
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc)
+    where = f"{context}: {path.lstrip('.') or 'value'}" if context else "config" + path
+    if see is None:
+        command = getattr(cls, "show_config", "")
+        see = f"see `{command}`" if command else "see the docs of this config"
     kind = first["type"]
     if kind == "extra_forbidden":
-        close = difflib.get_close_matches(str(loc[-1]), _field_names_at(cls, loc[:-1]), n=1)
+        known = _field_names_at(cls, loc[:-1])
+        if not loc[:-1]:  # fields the record sets itself are no key for the user to mean
+            known = [k for k in known if k not in getattr(cls, "hidden_keys", ())]
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         did_you_mean = f"did you mean {close[0]!r}? " if close else ""
         return UsageError(f"unknown key {where}", hint=did_you_mean + see)
     value = first.get("input")
     expected = _TYPE_NAMES.get(kind) or first["msg"].removeprefix("Input should be ")
     if expected == first["msg"]:  # not an "Input should be ..." message: say it as it is
-        return UsageError(f"{where}: {expected.removeprefix('Value error, ')}", hint=see)
+        said = expected.removeprefix("Value error, ")
+        return UsageError(f"{where} {said}" if said.startswith("must ") else f"{where}: {said}", hint=see)
     return UsageError(f"{where} must be {expected}, got {value!r}", hint="fix the value; " + see)
 
 
-def _nested_model(annotation: Any) -> type[ConfigModel] | None:
-    """The config class inside ``annotation`` (``list[SourceConfig]``, ``X | None``), if any."""
-    if isinstance(annotation, type) and issubclass(annotation, ConfigModel):
+def _nested_model(annotation: Any, base: type[_M]) -> type[_M] | None:
+    """The ``base`` class inside ``annotation`` (``list[SourceConfig]``, ``X | None``), if any."""
+    if isinstance(annotation, type) and issubclass(annotation, base):
         return annotation
     for arg in typing.get_args(annotation):
-        found = _nested_model(arg)
+        found = _nested_model(arg, base)
         if found is not None:
             return found
     return None
 
 
-def _field_names_at(cls: type[ConfigModel], loc: tuple[int | str, ...]) -> list[str]:
-    """The field names of the (nested) config that ``loc`` points into."""
-    model: type[ConfigModel] | None = cls
+def _field_names_at(cls: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """The field names of the (nested) record that ``loc`` points into."""
+    model: type[BaseModel] | None = cls
     for part in loc:
         if isinstance(part, int) or model is None:
             continue
         info = model.model_fields.get(part)
-        model = _nested_model(info.annotation) if info is not None else None
+        model = _nested_model(info.annotation, BaseModel) if info is not None else None
     return list(model.model_fields) if model is not None else []
 
 
@@ -146,7 +164,7 @@ def describe_fields(cls: type[ConfigModel]) -> list[tuple[str, str, str]]:
     rows = _rows(cls, "")
     nested: dict[type[ConfigModel], list[str]] = {}
     for name, info in cls.model_fields.items():
-        inner = _nested_model(info.annotation)
+        inner = _nested_model(info.annotation, ConfigModel)
         if inner is not None:
             listed = typing.get_origin(info.annotation) is list
             nested.setdefault(inner, []).append(f"{name}[]" if listed else name)

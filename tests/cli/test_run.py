@@ -132,7 +132,10 @@ def test_a_dead_endpoint_is_a_clean_error_without_traceback():
 
 @pytest.mark.parametrize(
     ("flags", "message"),
-    [(["--dom", "mid"], "--dom must be low or high"), (["--dialect", "yaml"], "unknown dialect")],
+    [
+        (["--dom", "mid"], "--dom must be low or high"),
+        (["--dialect", "yaml"], "dialect must be 'calls', 'json' or 'xml'"),
+    ],
 )
 def test_bad_flags_are_usage_errors(flags, message):
     result = CliRunner().invoke(make_app([PLAN]), [*ARGS, *flags])

@@ -165,8 +165,9 @@ systems:
         parse_systems("sas:planner", model="m")
     with pytest.raises(UsageError, match="two systems"):
         systems_from_yaml("systems: [sas:cot, sas:cot]\ndefaults: {model: m}")
-    with pytest.raises(UsageError, match="unknown keys"):
+    with pytest.raises(UsageError, match="unknown key system 'sas:cot': modle") as caught:
         systems_from_yaml("systems: [{system: sas:cot, modle: x}]")
+    assert "did you mean 'model'" in (caught.value.hint or "")
 
 
 def test_cli_run_writes_log_report_and_resumes(tmp_path: Path) -> None:

@@ -20,10 +20,11 @@ the same field names in ``masorch run`` flags, eval systems files and training c
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from masorch.config import config_error
 from masorch.errors import UsageError
 from masorch.plan.model import DoM
 from masorch.plan.parse import Dialect
@@ -44,6 +45,9 @@ PromptFamily = Literal["general", "choice", "masbench"]
 DEFAULT_PLAN_TOKENS: dict[str, int] = {"default": 1024, "official": 8192}
 
 #: Budget keys as configs write them -> Budget fields (the field names are read too).
+#: Where an error in a system's fields points the user.
+_SEE = "see docs/eval.md for the system fields"
+
 BUDGET_KEYS = {"calls": "max_calls", "tokens": "max_tokens", "cost": "max_cost", "wall_s": "max_wall_s"}
 
 
@@ -102,6 +106,8 @@ class System(BaseModel):
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    #: Set from the ``sas:KIND`` / ``mas:DOM`` text, never written as keys.
+    hidden_keys: ClassVar[tuple[str, ...]] = ("mode", "variant")
 
     mode: Mode
     variant: str = ""
@@ -155,7 +161,7 @@ class System(BaseModel):
         if isinstance(value, Mapping):
             return budget_from(value)
         if not isinstance(value, Budget):
-            raise ValueError(f"must be of type mapping, got {type(value).__name__}")
+            raise ValueError(f"must be a mapping, got {value!r}")
         return value
 
     @model_validator(mode="before")
@@ -252,7 +258,7 @@ class System(BaseModel):
         try:
             return cls(mode=mode, variant=variant, **fields)  # type: ignore[arg-type]  # validated
         except ValidationError as exc:
-            raise _usage_error(text, exc) from None
+            raise config_error(cls, exc, context=f"system {text[:60]!r}", see=_SEE) from None
 
     @property
     def label(self) -> str:
@@ -308,7 +314,8 @@ class System(BaseModel):
         try:
             return cls(**data)
         except ValidationError as exc:
-            raise _usage_error(str(data.get("name", "?")), exc) from None
+            name = str(data.get("name", "?"))[:60]
+            raise config_error(cls, exc, context=f"system {name!r}", see=_SEE) from None
 
 
 def _label(mode: str, variant: str) -> str:
@@ -332,39 +339,3 @@ def budget_from(data: Mapping[str, Any] | None) -> Budget:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise UsageError(f"budget {key} must be a number, got {value!r}", hint="e.g. budget: {calls: 20}")
     return Budget(**fields)
-
-
-_TYPE_NAMES = {
-    "string_type": "str",
-    "int_type": "int",
-    "float_type": "int or float",
-    "bool_type": "bool",
-    "dict_type": "mapping",
-    "literal_error": "one of the listed values",
-}
-
-
-def _usage_error(system: str, exc: ValidationError) -> UsageError:
-    """The first problem of a validation error as a UsageError naming the system and the field."""
-    errors = exc.errors()
-    unknown = [str(e["loc"][0]) for e in errors if e["type"] == "extra_forbidden"]
-    if unknown:
-        allowed = ", ".join(f for f in System.model_fields if f not in ("mode", "variant"))
-        return UsageError(
-            f"unknown keys in system {system[:60]!r}: {', '.join(unknown)}", hint=f"allowed: {allowed}"
-        )
-    first = errors[0]
-    where = ".".join(str(p) for p in first["loc"]) or "value"
-    kind = first["type"]
-    if kind in _TYPE_NAMES:
-        got = type(first.get("input")).__name__
-        message = f"{where} must be of type {_TYPE_NAMES[kind]}, got {got}"
-        if kind == "literal_error":
-            message = (
-                f"unknown {where} {first.get('input')!r}: use {first['msg'].removeprefix('Input should be ')}"
-            )
-    elif kind == "value_error":
-        message = f"{where} {first['msg'].removeprefix('Value error, ')}"
-    else:
-        message = f"{where}: {first['msg']}"
-    return UsageError(f"system {system[:60]!r}: {message}", hint="see docs/eval.md for the system fields")
