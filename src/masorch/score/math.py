@@ -79,10 +79,17 @@ def math_equal(prediction: str, gold: str) -> tuple[bool, str]:
     return _plain(prediction) == _plain(gold), "string"
 
 
+def _warm_up() -> None:
+    """Import math-verify's lazy modules with one comparison, so that no timed comparison pays for them."""
+    from math_verify import parse, verify
+
+    verify(parse("1", parsing_timeout=None), parse("1", parsing_timeout=None), timeout_seconds=None)
+
+
 def serve(stdin: IO[str], stdout: IO[str]) -> None:
     """The worker loop: read ``[prediction, gold]`` JSON lines, write ``["ok", [equal, method]]`` lines."""
     logging.getLogger("math_verify").setLevel(logging.ERROR)
-    math_equal("1", "1")  # warm math-verify's lazy imports before signalling readiness: startup is not timed
+    _warm_up()  # before signalling readiness: startup is not timed
     stdout.write('["ready", null]\n')
     stdout.flush()
     for line in stdin:
@@ -177,6 +184,7 @@ class MathScorer:
         self._idle: queue.Queue[_Worker] = queue.Queue()
         self._started = 0
         self._closed = False
+        self._warm = False
 
     def score(self, prediction: str, sample: HasAnswer) -> Score:
         """1.0 when the extracted answer equals the gold answer; timeouts and errors score 0.0."""
@@ -199,6 +207,10 @@ class MathScorer:
         return self._compare_in_process(prediction, gold)
 
     def _compare_in_thread(self, prediction: str, gold: str) -> tuple[str, Any]:
+        with self._lock:  # warm math-verify's lazy imports once, untimed, as a worker process does
+            if not self._warm:
+                _warm_up()
+                self._warm = True
         result: list[tuple[str, Any]] = []
 
         def run() -> None:
