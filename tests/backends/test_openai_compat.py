@@ -22,7 +22,9 @@ ASK = [Message("system", "be brief"), Message("user", "what is two plus two")]
 
 
 def backend(server: LoopbackServer, **kwargs: object) -> OpenAIBackend:
-    options: dict[str, object] = {"api_key": KEY, "timeout_s": 0.5, "retry": FAST_RETRY}
+    # 5 s: on a loaded machine a loopback reply has taken over 0.5 s, and the call was retried; the
+    # tests of slow faults set their own short timeout.
+    options: dict[str, object] = {"api_key": KEY, "timeout_s": 5.0, "retry": FAST_RETRY}
     options.update(kwargs)
     return OpenAIBackend("echo-model", base_url=server.base_url, **options)  # type: ignore[arg-type]
 

@@ -68,8 +68,16 @@ async def test_a_call_cancelled_between_retries_records_the_requests_sent():
     session = RunSession(trace=trace)
     async with LoopbackServer(faults=ALWAYS_500) as server:
         b = backend(server, attempts=1000, delay_s=0.1)
-        with pytest.raises(asyncio.TimeoutError):
-            await asyncio.wait_for(session.complete(b, MESSAGES, GenerateConfig(), role="subagent"), 2.0)
+        call = asyncio.create_task(session.complete(b, MESSAGES, GenerateConfig(), role="subagent"))
+        # Cancel once the server has seen retries (not after a fixed time: on a loaded machine the
+        # client's first request has taken over 2 s to leave).
+        for _ in range(600):
+            if server.request_count >= 2:
+                break
+            await asyncio.sleep(0.05)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
         await b.aclose()
         sent = server.request_count
     assert sent >= 2
