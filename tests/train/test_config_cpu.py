@@ -198,3 +198,16 @@ def test_building_a_config_in_code_gives_the_same_usage_errors_as_yaml() -> None
         TrainConfig(dialect="yaml")
     with pytest.raises(UsageError, match=r"config\.cache_mode"):
         TrainConfig(cache_mode="rw")
+
+
+def test_the_samplers_cut_reaches_trl_when_set_and_leaves_trls_default_otherwise(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    from masorch.train.trainer_parts import grpo_args
+
+    out = str(tmp_path / "o")
+    cut = grpo_args(TrainConfig(top_p=0.9, top_k=40, min_p=0.05, output_dir=out), [1.0] * 4, "fp32")
+    assert (cut.top_p, cut.top_k, cut.min_p) == (0.9, 40, 0.05)
+    default = grpo_args(TrainConfig(output_dir=out), [1.0] * 4, "fp32")
+    assert (default.top_p, default.top_k, default.min_p) == (1.0, 0, None)
+    with pytest.raises(UsageError, match="top_k"):
+        TrainConfig(top_k=-1)

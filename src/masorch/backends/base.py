@@ -50,11 +50,16 @@ class GenerateConfig:
     keeps them apart; ``json_schema`` asks for schema-constrained output where the backend can;
     ``grammar`` (GBNF text, :func:`masorch.plan.grammar.plan_grammar`) asks for grammar-constrained
     output where the backend can (a backend that cannot decodes freely and says so in its log).
+    ``top_k`` and ``min_p`` cut the sampled distribution (0 and 0.0: no cut); None leaves the
+    backend's own default, which differs between engines (llama.cpp: top-k 40 and min-p 0.05;
+    transformers: top-k 50 unless the model's generation config says otherwise).
     """
 
     temperature: float = 0.0
     max_tokens: int = 1024
     top_p: float = 1.0
+    top_k: int | None = None
+    min_p: float | None = None
     stop: tuple[str, ...] = ()
     seed: int | None = None
     sample_index: int = 0
@@ -65,7 +70,8 @@ class GenerateConfig:
     def cache_key_fields(self) -> dict[str, Any]:
         """The fields that change a completion: part of the cache key.
 
-        ``grammar`` is in the key only when set, so entries recorded before it existed still match.
+        ``grammar``, ``top_k`` and ``min_p`` are in the key only when set, so entries recorded before
+        they existed still match.
         """
         fields = {
             "temperature": self.temperature,
@@ -79,8 +85,9 @@ class GenerateConfig:
                 {"name": t.name, "description": t.description, "parameters": t.parameters} for t in self.tools
             ],
         }
-        if self.grammar is not None:
-            fields["grammar"] = self.grammar
+        for name in ("grammar", "top_k", "min_p"):
+            if getattr(self, name) is not None:
+                fields[name] = getattr(self, name)
         return fields
 
 

@@ -123,6 +123,7 @@ class HFBackend:
         kwargs: dict[str, Any] = {"max_new_tokens": config.max_tokens, "do_sample": sample}
         if sample:
             kwargs |= {"temperature": config.temperature, "top_p": config.top_p}
+            kwargs |= {k: v for k, v in (("top_k", config.top_k), ("min_p", config.min_p)) if v is not None}
         with self._lock:
             try:
                 if config.seed is not None:

@@ -222,6 +222,9 @@ class OpenAIBackend:
         }
         if config.stop:
             body["stop"] = list(config.stop)
+        for name in ("top_k", "min_p"):  # not OpenAI's API: sent only when asked (llama.cpp, vLLM, SGLang)
+            if getattr(config, name) is not None:
+                body[name] = getattr(config, name)
         if config.seed is not None:
             body["seed"] = config.seed + config.sample_index
         if config.json_schema is not None and self.schema_format == "json_object":

@@ -70,6 +70,9 @@ class OrchestrateOptions:
     limits: Limits = field(default_factory=Limits)
     max_plan_tokens: int = 1024
     temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    min_p: float | None = None
     constrain: bool = True
     seed: int | None = None
     prompt: PromptProfile = "default"
@@ -96,6 +99,9 @@ class OrchestrateOptions:
             timeout_s=system.timeout_s,
             node_timeout_s=system.node_timeout_s,
             temperature=system.temperature,
+            top_p=system.top_p,
+            top_k=system.top_k,
+            min_p=system.min_p,
             seed=system.seed,
             prompt=system.prompt,
             prompt_family=system.prompt_family,
@@ -228,6 +234,9 @@ def plan_generate_config(
         logger.warning("no plan constraint (%s); the plan decodes freely", exc)
     return GenerateConfig(
         temperature=options.temperature,
+        top_p=options.top_p,
+        top_k=options.top_k,
+        min_p=options.min_p,
         max_tokens=options.max_plan_tokens,
         seed=options.seed,
         json_schema=schema,

@@ -58,6 +58,9 @@ class RoundsOptions:
     timeout_s: float | None = None
     node_timeout_s: float | None = None
     temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    min_p: float | None = None
     max_tokens: int = 1024
     tool_costs: Mapping[str, float] = field(default_factory=dict)
     max_units: float | None = None
@@ -78,6 +81,9 @@ class RoundsOptions:
             tool_costs=dict(system.tool_costs),
             max_units=system.max_units,
             temperature=system.temperature,
+            top_p=system.top_p,
+            top_k=system.top_k,
+            min_p=system.min_p,
             seed=system.seed,
             faults=faults,
         )

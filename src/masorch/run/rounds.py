@@ -134,6 +134,9 @@ class _Rounds:
         """One orchestrator-side call under the run deadline; a RunResult when the run must end."""
         config = GenerateConfig(
             temperature=self.opts.temperature,
+            top_p=self.opts.top_p,
+            top_k=self.opts.top_k,
+            min_p=self.opts.min_p,
             max_tokens=self.opts.max_tokens,
             tools=tools,
             seed=self.opts.seed,

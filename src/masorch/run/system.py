@@ -101,7 +101,9 @@ class System(BaseModel):
     answers from the trajectory at the round cap (default: the orchestrator), ``tool_costs`` (cost units
     per tool, over :data:`~masorch.run.round_calls.DEFAULT_TOOL_COSTS`) and ``max_units`` (the run's
     budget in those units). ``temperature`` and ``seed`` are the orchestrator's sampling (0 and None:
-    greedy, the default; trajectory collection samples K runs with distinct seeds).
+    greedy, the default; trajectory collection samples K runs with distinct seeds); ``top_p``,
+    ``top_k`` and ``min_p`` cut the distribution it samples from (``top_k``/``min_p`` None: the
+    backend's default, see :class:`~masorch.backends.base.GenerateConfig`).
     ``name`` labels the system in logs and reports (default: :attr:`label`).
     """
 
@@ -136,6 +138,9 @@ class System(BaseModel):
     tool_costs: dict[str, float] = Field(default_factory=dict)
     max_units: float | None = Field(default=None, ge=0)
     temperature: float = Field(default=0.0, ge=0)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    top_k: int | None = Field(default=None, ge=0)
+    min_p: float | None = Field(default=None, ge=0, le=1)
     seed: int | None = None
 
     @field_validator("pool", mode="before")

@@ -113,7 +113,25 @@ class PolicyTraining(ConfigModel):
     seed: int = Field(default=0, description="random seed")
 
 
-class TrainConfig(PolicyTraining):
+class PolicySampling(ConfigModel):
+    """How a GRPO policy samples, besides its temperature: the cut of the distribution, the same in
+    the training rollouts and in the held-out sampled evaluation."""
+
+    top_p: float = Field(default=1.0, gt=0, le=1, description="nucleus cut of the sampled plans (1: none)")
+    top_k: int | None = Field(
+        default=None,
+        ge=0,
+        description=(
+            "keep the k likeliest tokens (0: no cut; unset: each engine's default, TRL's training "
+            "sampler none, the sampled evaluation transformers' 50)"
+        ),
+    )
+    min_p: float | None = Field(
+        default=None, ge=0, le=1, description="drop tokens under min_p times the likeliest's probability"
+    )
+
+
+class TrainConfig(PolicyTraining, PolicySampling):
     """Everything ``masorch train grpo`` needs; the defaults make a small LOW-DoM MASBench run."""
 
     show_config: ClassVar[str] = "masorch train grpo --show-config"
@@ -132,8 +150,8 @@ class TrainConfig(PolicyTraining):
     eval_sampled: bool = Field(
         default=False,
         description=(
-            "evaluate the held-out prompts a second time with the policy sampling at the training "
-            "temperature (one plan a prompt, seeded), besides the greedy evaluation"
+            "evaluate the held-out prompts a second time with the policy sampling as in training "
+            "(temperature, top_p, top_k, min_p; one plan a prompt, seeded), besides the greedy evaluation"
         ),
     )
     dom: DoM = Field(

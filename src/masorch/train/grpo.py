@@ -193,7 +193,9 @@ class HeldOut:
         greedy = self._evaluate(tag, policy, tokenizer, system, resume)
         if not self.cfg.eval_sampled:
             return greedy, None
-        sampling = system.model_copy(update={"temperature": self.cfg.temperature, "seed": self.cfg.seed})
+        cfg = self.cfg
+        sampler = {"temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": cfg.top_k, "min_p": cfg.min_p}
+        sampling = system.model_copy(update={**sampler, "seed": cfg.seed})
         return greedy, self._evaluate(f"{tag}_sampled", policy, tokenizer, sampling, resume)
 
     def _evaluate(self, tag: str, policy: Any, tokenizer: Any, system: System, resume: bool) -> EvalSummary:

@@ -17,7 +17,7 @@ from masorch.config import ConfigModel, describe_fields
 from masorch.errors import UsageError
 from masorch.run.budget import Budget
 from masorch.run.round_exec import RoundsOptions
-from masorch.train.config import PolicyTraining, SourceConfig
+from masorch.train.config import PolicySampling, PolicyTraining, SourceConfig
 
 
 class RoundsRewardConfig(ConfigModel):
@@ -67,7 +67,7 @@ class RoundsRewardConfig(ConfigModel):
         return self.model_dump(exclude={"success", "protocol", "diversity", "efficiency"})
 
 
-class RoundsTrainConfig(PolicyTraining):
+class RoundsTrainConfig(PolicyTraining, PolicySampling):
     """Everything ``masorch train rounds`` needs; the defaults make a small MASBench run (the
     policy, LoRA, precision and logging fields are those ``train grpo`` and ``train sft`` share)."""
 

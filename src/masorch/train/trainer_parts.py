@@ -105,6 +105,9 @@ class GrpoFields(CommonFields, Protocol):
     learning_rate: float
     beta: float
     temperature: float
+    top_p: float
+    top_k: int | None
+    min_p: float | None
     max_completion_length: int
     trl: dict[str, Any]
 
@@ -123,6 +126,8 @@ def grpo_args(cfg: GrpoFields, weights: list[float], precision: str, **extra: An
             "learning_rate": cfg.learning_rate,
             "beta": cfg.beta,
             "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            **{k: v for k, v in (("top_k", cfg.top_k), ("min_p", cfg.min_p)) if v is not None},
             "max_completion_length": cfg.max_completion_length,
             "reward_weights": weights,
             "gradient_accumulation_steps": 1,
