@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,9 +20,10 @@ from masorch.run.executor import RoleBackends
 from masorch.run.round_calls import tool_specs
 from masorch.run.round_exec import RoundsOptions
 from masorch.run.trajectory import TOOL_STATUSES
-from masorch.train.rounds_config import RoundsRewardConfig
+from masorch.train.config import SourceConfig
+from masorch.train.rounds_config import RoundsRewardConfig, RoundsTrainConfig
 from masorch.train.rounds_env import RoundsEnvironment, RoundsSetting, environment_factory
-from masorch.train.rounds_grpo import RoundsRewards
+from masorch.train.rounds_grpo import RoundsRewards, rounds_setting
 
 
 def subagent(messages: Any, config: Any) -> str:
@@ -180,3 +182,54 @@ def test_synthesis_is_refused_while_training() -> None:
     text = turn(env, ("final_answer", {"synthesize": True}))[0]
     assert text.startswith("status: FORMAT_ERR") and "no synthesis model" in text
     assert json.loads(json.dumps(env.rollout.outcomes[0].to_dict()))["status"] == "FORMAT_ERR"
+
+
+DOCS = [
+    {"id": "acme", "title": "Acme Corporation", "text": "Acme Corporation was founded in 1990 by Jane Roe."},
+    {"id": "lyon", "title": "Lyon", "text": "Lyon is a city in France on the Rhone river."},
+]
+
+
+def searcher(messages: Any, config: Any) -> str:
+    """A search sub-agent: one query, then the answer it read in the evidence."""
+    prompt = messages[-1].content
+    if "QUERY:" in prompt:
+        return "DONE" if "Jane Roe" in prompt else "QUERY: Acme Corporation founder"
+    return "\\boxed{Jane Roe}" if "founded in 1990 by Jane Roe" in prompt else "\\boxed{unknown}"
+
+
+def corpus_path_of_cache() -> Path:
+    """Where the HotpotQA corpus lies in the cache (``MASORCH_CACHE``)."""
+    from masorch.eval.datasets import data_dir
+
+    return data_dir("hotpotqa") / "corpus.jsonl"
+
+
+def rounds_config(tmp_path: Path, *sources: SourceConfig) -> RoundsTrainConfig:
+    return RoundsTrainConfig(train=list(sources), output_dir=str(tmp_path / "run"), max_rounds=3)
+
+
+def test_a_hotpotqa_source_offers_search_over_its_corpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MASORCH_CACHE", str(tmp_path / "cache"))
+    corpus = corpus_path_of_cache()
+    corpus.parent.mkdir(parents=True)
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
+    hotpot = SourceConfig(kind="dataset", name="hotpotqa")
+    s = rounds_setting(rounds_config(tmp_path, hotpot), subagent=ScriptedBackend(searcher, name="sub"))
+    assert "search" in s.agents.catalogue() and s.retriever is not None
+    env = environment_factory(s)()
+    assert callable(getattr(env, "search", None))  # a tool the policy is offered
+    env.reset(question="Who founded Acme Corporation?", ground_truth="Jane Roe", scorer="f1")
+    text = turn(env, ("search", {"task": "Find who founded Acme Corporation."}))[0]
+    assert text.startswith("status: OK") and "Jane Roe" in text
+    out = env.rollout.outcomes[0].output
+    assert out is not None and out.details["documents"] == ["acme"]  # the retriever's document
+
+
+def test_without_a_hotpotqa_source_search_is_not_offered(tmp_path: Path) -> None:
+    masbench = SourceConfig(kind="masbench_gen", axis="depth")
+    s = rounds_setting(rounds_config(tmp_path, masbench), subagent=ScriptedBackend(subagent, name="sub"))
+    assert "search" not in s.agents.catalogue() and s.retriever is None
+    assert not hasattr(environment_factory(s)(), "search")
