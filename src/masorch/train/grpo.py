@@ -29,6 +29,7 @@ from masorch.train.evaluate import EvalSummary, SharedBackend, evaluate_policy
 from masorch.train.reward_components import CostTarget
 from masorch.train.rewards import BatchHook, PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
+from masorch.train.rounds_config import RoundsTrainConfig
 from masorch.train.samples import SAMPLES_FILE, SampleLog
 from masorch.train.trainer_parts import (
     LOG_FILE,
@@ -81,14 +82,15 @@ def rollout_settings(cfg: TrainConfig) -> RolloutSettings:
     return RolloutSettings.of(cfg.policy_system(), cfg.concurrency)
 
 
-def subagent_backend(cfg: TrainConfig) -> Backend:
-    """The sub-agent backend of a config, wrapped in the record/replay cache unless it is off."""
+def subagent_backend(cfg: TrainConfig | RoundsTrainConfig, model: str | None = None) -> Backend:
+    """The backend of ``model`` (default the config's sub-agent model), wrapped in the config's
+    record/replay cache unless it is off; ``train rounds`` builds its synthesis model this way too."""
     from masorch.backends.registry import BackendSettings, make_backend
 
     cache = Path(cfg.cache_path) if cfg.cache_path else Path(cfg.output_dir) / "subagent_cache.sqlite"
     cache.parent.mkdir(parents=True, exist_ok=True)
     settings = BackendSettings(cache_path=cache, cache_mode=cfg.cache_mode)
-    return make_backend(cfg.subagent, settings=settings)
+    return make_backend(model or cfg.subagent, settings=settings)
 
 
 def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], list[Row]]:
