@@ -147,13 +147,14 @@ def test_a_hotpotqa_source_gives_search_agents_its_corpus(
     from masorch.train.grpo import search_corpus, search_retriever
 
     masbench_only = TrainConfig(train=[SourceConfig(kind="masbench_gen")])
-    assert search_corpus(masbench_only) is None and search_retriever(None) is None
+    assert search_corpus(masbench_only.train) is None and search_retriever(None) is None
     monkeypatch.setenv("MASORCH_CACHE", str(tmp_path))
     with_hotpot = TrainConfig(
         train=[SourceConfig(kind="masbench_gen")], eval=[SourceConfig(kind="dataset", name="hotpotqa")]
     )
     with pytest.raises(UsageError, match="HotpotQA corpus") as err:
-        search_corpus(with_hotpot)  # not pulled into this empty cache: the error says how to get it
+        # not pulled into this empty cache: the error says how to get it
+        search_corpus([*with_hotpot.train, *with_hotpot.eval])
     assert "masorch data pull hotpotqa" in str(err.value.hint)
 
 

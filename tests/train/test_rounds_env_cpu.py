@@ -9,19 +9,23 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from masorch.agents.registry import default_registry, offered_registry
 from masorch.backends.scripted import ScriptedBackend
+from masorch.errors import BackendError
+from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
 from masorch.run.round_calls import tool_specs
 from masorch.run.round_exec import RoundsOptions
 from masorch.run.trajectory import TOOL_STATUSES
-from masorch.train.rounds_config import RoundsRewardConfig
+from masorch.train.config import SourceConfig
+from masorch.train.rounds_config import RoundsRewardConfig, RoundsTrainConfig
 from masorch.train.rounds_env import RoundsEnvironment, RoundsSetting, environment_factory
-from masorch.train.rounds_grpo import RoundsRewards
+from masorch.train.rounds_grpo import RoundsRewards, rounds_setting
 
 
 def subagent(messages: Any, config: Any) -> str:
@@ -175,8 +179,128 @@ def test_a_wrong_or_missing_answer_earns_no_success() -> None:
     assert parts[1]["protocol"] == pytest.approx(0.5)  # one good call, no final answer
 
 
-def test_synthesis_is_refused_while_training() -> None:
+def test_synthesis_is_refused_without_a_synthesis_model() -> None:
     env = fresh()
     text = turn(env, ("final_answer", {"synthesize": True}))[0]
     assert text.startswith("status: FORMAT_ERR") and "no synthesis model" in text
     assert json.loads(json.dumps(env.rollout.outcomes[0].to_dict()))["status"] == "FORMAT_ERR"
+
+
+DOCS = [
+    {"id": "acme", "title": "Acme Corporation", "text": "Acme Corporation was founded in 1990 by Jane Roe."},
+    {"id": "lyon", "title": "Lyon", "text": "Lyon is a city in France on the Rhone river."},
+]
+
+
+def searcher(messages: Any, config: Any) -> str:
+    """A search sub-agent: one query, then the answer it read in the evidence."""
+    prompt = messages[-1].content
+    if "QUERY:" in prompt:
+        return "DONE" if "Jane Roe" in prompt else "QUERY: Acme Corporation founder"
+    return "\\boxed{Jane Roe}" if "founded in 1990 by Jane Roe" in prompt else "\\boxed{unknown}"
+
+
+def corpus_path_of_cache() -> Path:
+    """Where the HotpotQA corpus lies in the cache (``MASORCH_CACHE``)."""
+    from masorch.eval.datasets import data_dir
+
+    return data_dir("hotpotqa") / "corpus.jsonl"
+
+
+def rounds_config(tmp_path: Path, *sources: SourceConfig) -> RoundsTrainConfig:
+    return RoundsTrainConfig(train=list(sources), output_dir=str(tmp_path / "run"), max_rounds=3)
+
+
+def test_a_hotpotqa_source_offers_search_over_its_corpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MASORCH_CACHE", str(tmp_path / "cache"))
+    corpus = corpus_path_of_cache()
+    corpus.parent.mkdir(parents=True)
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in DOCS), encoding="utf-8")
+    hotpot = SourceConfig(kind="dataset", name="hotpotqa")
+    s = rounds_setting(rounds_config(tmp_path, hotpot), subagent=ScriptedBackend(searcher, name="sub"))
+    assert "search" in s.agents.catalogue() and s.retriever is not None
+    env = environment_factory(s)()
+    assert callable(getattr(env, "search", None))  # a tool the policy is offered
+    env.reset(question="Who founded Acme Corporation?", ground_truth="Jane Roe", scorer="f1")
+    text = turn(env, ("search", {"task": "Find who founded Acme Corporation."}))[0]
+    assert text.startswith("status: OK") and "Jane Roe" in text
+    out = env.rollout.outcomes[0].output
+    assert out is not None and out.details["documents"] == ["acme"]  # the retriever's document
+
+
+def test_without_a_hotpotqa_source_search_is_not_offered(tmp_path: Path) -> None:
+    masbench = SourceConfig(kind="masbench_gen", axis="depth")
+    s = rounds_setting(rounds_config(tmp_path, masbench), subagent=ScriptedBackend(subagent, name="sub"))
+    assert "search" not in s.agents.catalogue() and s.retriever is None
+    assert not hasattr(environment_factory(s)(), "search")
+
+
+def synthesizing(synthesis: ScriptedBackend, **options: Any) -> RoundsEnvironment:
+    s = setting(**options)
+    env = environment_factory(RoundsSetting(s.agents, s.backends, s.options, synthesis=synthesis))()
+    env.reset(question="What is 3 + 4?", ground_truth="7", scorer="exact", id="q1")
+    return env
+
+
+def test_a_synthesis_model_answers_from_the_trajectory_as_at_inference() -> None:
+    from masorch.prompts import render
+
+    synthesis = ScriptedBackend(["The results agree. \\boxed{7}"], name="synth")
+    env = synthesizing(synthesis)
+    turn(env, ("cot", {"task": "Add 3 and 4."}))
+    text = turn(env, ("final_answer", {"synthesize": True}))[0]
+    assert text.startswith("status: OK") and text.endswith(": 7")
+    rollout = env.rollout
+    assert rollout.answer == "7" and rollout.ended and rollout.rounds == 1
+    # It read the prompt, the round's call and result, and the inference path's synthesis request.
+    ((messages, config),) = synthesis.calls
+    assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert messages[0].content == rollout.calls.system_prompt() and "result:\n7" in messages[3].content
+    assert messages[4].tool_calls[0].name == "final_answer" and not config.tools
+    request = render("rounds/synthesis.j2", question="What is 3 + 4?", max_rounds=3, requested=True)
+    assert messages[-1].content == request
+    # Its call is in the rollout's ledger, so its tokens count for the efficiency reward.
+    entries = rollout.calls.session.ledger.entries
+    assert [e.node for e in entries][-1] == "synthesis"
+    figures = rollout.figures(trainer_calls=2, policy_tokens=0)
+    assert figures.tokens == rollout.subagent_tokens() > sum(e.usage.total_tokens for e in entries[:-1])
+    assert figures.answered and figures.statuses == ("OK",)
+    late = turn(env, ("cot", {"task": "More?"}))
+    assert late[0].startswith("status: REJECTED")
+
+
+@pytest.mark.parametrize(
+    ("reply", "options", "status"),
+    [
+        (BackendError("server down"), {}, "EXEC_ERR"),
+        ("I cannot tell.\n```json\n{}\n```", {}, "EXEC_ERR"),
+        ("\\boxed{7}", {"budget": Budget(max_calls=1)}, "BUDGET"),
+    ],
+)
+def test_a_failed_synthesis_ends_the_trajectory_with_its_status(
+    reply: Any, options: dict[str, Any], status: str
+) -> None:
+    env = synthesizing(ScriptedBackend([reply], name="synth"), **options)
+    turn(env, ("cot", {"task": "Add 3 and 4."}))
+    text = turn(env, ("final_answer", {"synthesize": True}))[0]
+    assert text.startswith(f"status: {status}") and "ended without an answer" in text
+    rollout = env.rollout
+    assert rollout.ended and not rollout.answer and rollout.outcomes[-1].status == status
+    assert rollout.figures(trainer_calls=2, policy_tokens=0).statuses[-1] == status
+
+
+def test_a_synthesis_past_the_node_timeout_ends_timeout() -> None:
+    env = synthesizing(ScriptedBackend(["\\boxed{7}"], name="slow", delay_s=5.0), node_timeout_s=0.05)
+    text = turn(env, ("final_answer", {"synthesize": True}))[0]
+    assert text.startswith("status: TIMEOUT") and env.rollout.ended and not env.rollout.answer
+
+
+def test_the_configured_synthesis_model_reaches_the_setting(tmp_path: Path) -> None:
+    masbench = SourceConfig(kind="masbench_gen", axis="depth")
+    sub = ScriptedBackend(subagent, name="sub")
+    assert rounds_setting(rounds_config(tmp_path, masbench), subagent=sub).synthesis is None
+    cfg = rounds_config(tmp_path, masbench).model_copy(update={"synthesis": "local:qwen2.5-coder-0.5b"})
+    assert cfg.synthesis == cfg.subagent  # the same model: the sub-agents' backend answers
+    assert rounds_setting(cfg, subagent=sub).synthesis is sub

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message, ToolSpec
@@ -36,7 +37,10 @@ from masorch.run.session import RunSession
 from masorch.run.trajectory import CallOutcome, EndedBy, Trajectory
 from masorch.trace.writer import TraceSink
 
-__all__ = ["PoolEntry", "RoundsOptions", "run_rounds"]
+__all__ = ["PoolEntry", "RoundsOptions", "Stop", "ask", "run_rounds", "synthesize"]
+
+#: The settings of every orchestrator-side call taken from the run's options, by their shared names.
+_GENERATE_FIELDS = ("temperature", "top_p", "top_k", "min_p", "max_tokens", "seed")
 
 
 async def run_rounds(
@@ -132,49 +136,20 @@ class _Rounds:
         self, backend: Backend, tools: tuple[ToolSpec, ...], *, node: str | None
     ) -> Completion | RunResult:
         """One orchestrator-side call under the run deadline; a RunResult when the run must end."""
-        config = GenerateConfig(
-            temperature=self.opts.temperature,
-            top_p=self.opts.top_p,
-            top_k=self.opts.top_k,
-            min_p=self.opts.min_p,
-            max_tokens=self.opts.max_tokens,
-            tools=tools,
-            seed=self.opts.seed,
-        )
-        who = node or "orchestrator"
-        try:
-            remaining = self.session.remaining_s()
-            call = self.session.complete(backend, self.messages, config, role="orchestrator", node=node)
-            return await (call if remaining is None else asyncio.wait_for(call, remaining))
-        except BudgetExceeded as exc:
-            return self._end("budget", "budget", error=f"{who}: {exc.message}")
-        except MasorchError as exc:
-            return self._end("error", "error", error=f"{who}: {exc}")
-        except asyncio.TimeoutError:
-            return self._end("timeout", "timeout", error=f"run deadline of {self.opts.timeout_s:g} s passed")
+        reply = await ask(self.session, backend, self.messages, self.opts, tools, node=node)
+        if isinstance(reply, Stop):
+            return self._end(reply.status, reply.ended_by, error=reply.error)
+        return reply
 
     async def _synthesize(self, *, requested: bool = False) -> RunResult:
         """At the round cap, or when the orchestrator asks (``requested``): the synthesis model
         answers from the whole conversation, without tools."""
-        self.messages.append(
-            Message(
-                "user",
-                render(
-                    "rounds/synthesis.j2",
-                    question=self.question,
-                    max_rounds=self.opts.max_rounds,
-                    requested=requested,
-                ),
-            )
+        got = await synthesize(
+            self.session, self.synthesis, self.messages, self.question, self.opts, requested=requested
         )
-        reply = await self._ask(self.synthesis, (), node="synthesis")
-        if isinstance(reply, RunResult):
-            return reply
-        self.messages.append(Message("assistant", reply.text))
-        answer = synthesis_answer(reply.text)
-        if not answer:
-            return self._end("error", "synthesis", error="the synthesis call gave no answer")
-        return self._end("ok", "synthesis", answer=answer)
+        if isinstance(got, Stop):
+            return self._end(got.status, got.ended_by, error=got.error)
+        return self._end("ok", "synthesis", answer=got)
 
     def _end(self, status: RunStatus, ended_by: EndedBy, *, answer: str = "", error: str = "") -> RunResult:
         trajectory = Trajectory(
@@ -198,6 +173,68 @@ class _Rounds:
             run_id=self.session.run_id,
             trajectory=trajectory,
         )
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Why a multi-round run stops at an orchestrator-side call: its run status, how it ended, why."""
+
+    status: RunStatus
+    ended_by: EndedBy
+    error: str
+
+
+async def ask(
+    session: RunSession,
+    backend: Backend,
+    messages: Sequence[Message],
+    opts: RoundsOptions,
+    tools: tuple[ToolSpec, ...],
+    *,
+    node: str | None,
+) -> Completion | Stop:
+    """One orchestrator-side call (an orchestrator turn, or the synthesis as ``node``) under the run
+    deadline, recorded in ``session``'s ledger; a :class:`Stop` when the run must end."""
+    config = GenerateConfig(tools=tools, **{name: getattr(opts, name) for name in _GENERATE_FIELDS})
+    who = node or "orchestrator"
+    try:
+        remaining = session.remaining_s()
+        call = session.complete(backend, messages, config, role="orchestrator", node=node)
+        return await (call if remaining is None else asyncio.wait_for(call, remaining))
+    except BudgetExceeded as exc:
+        return Stop("budget", "budget", f"{who}: {exc.message}")
+    except MasorchError as exc:
+        return Stop("error", "error", f"{who}: {exc}")
+    except asyncio.TimeoutError:
+        return Stop("timeout", "timeout", f"run deadline of {opts.timeout_s:g} s passed")
+
+
+async def synthesize(
+    session: RunSession,
+    backend: Backend,
+    messages: list[Message],
+    question: str,
+    opts: RoundsOptions,
+    *,
+    requested: bool,
+) -> str | Stop:
+    """The synthesis model's answer to ``question`` from the conversation ``messages`` (without
+    tools), or why none came; the request and the reply are appended to ``messages``.
+
+    At the round cap, or when ``final_answer`` asks for it (``requested``); inference
+    (:func:`run_rounds`) and the training environment (:mod:`masorch.train.rounds_env`) both call it.
+    """
+    messages.append(
+        Message(
+            "user",
+            render("rounds/synthesis.j2", question=question, max_rounds=opts.max_rounds, requested=requested),
+        )
+    )
+    reply = await ask(session, backend, messages, opts, (), node="synthesis")
+    if isinstance(reply, Stop):
+        return reply
+    messages.append(Message("assistant", reply.text))
+    return synthesis_answer(reply.text) or Stop("error", "synthesis", "the synthesis call gave no answer")
 
 
 def _spec_of(call: CallOutcome) -> AgentSpec:

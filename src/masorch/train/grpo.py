@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from masorch.train.evaluate import EvalSummary, SharedBackend, evaluate_policy
 from masorch.train.reward_components import CostTarget
 from masorch.train.rewards import BatchHook, PlanRewards
 from masorch.train.rollout import PlanExecutor, RolloutSettings
+from masorch.train.rounds_config import RoundsTrainConfig
 from masorch.train.samples import SAMPLES_FILE, SampleLog
 from masorch.train.trainer_parts import (
     LOG_FILE,
@@ -81,14 +82,15 @@ def rollout_settings(cfg: TrainConfig) -> RolloutSettings:
     return RolloutSettings.of(cfg.policy_system(), cfg.concurrency)
 
 
-def subagent_backend(cfg: TrainConfig) -> Backend:
-    """The sub-agent backend of a config, wrapped in the record/replay cache unless it is off."""
+def subagent_backend(cfg: TrainConfig | RoundsTrainConfig, model: str | None = None) -> Backend:
+    """The backend of ``model`` (default the config's sub-agent model), wrapped in the config's
+    record/replay cache unless it is off; ``train rounds`` builds its synthesis model this way too."""
     from masorch.backends.registry import BackendSettings, make_backend
 
     cache = Path(cfg.cache_path) if cfg.cache_path else Path(cfg.output_dir) / "subagent_cache.sqlite"
     cache.parent.mkdir(parents=True, exist_ok=True)
     settings = BackendSettings(cache_path=cache, cache_mode=cfg.cache_mode)
-    return make_backend(cfg.subagent, settings=settings)
+    return make_backend(model or cfg.subagent, settings=settings)
 
 
 def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], list[Row]]:
@@ -120,9 +122,11 @@ def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], lis
     return train[: -cfg.eval_limit], train[-cfg.eval_limit :]
 
 
-def search_corpus(cfg: TrainConfig) -> Path | None:
-    """The HotpotQA search corpus when a source of ``cfg`` is HotpotQA (search agents need it), else None."""
-    if not any(src.kind == "dataset" and src.name == "hotpotqa" for src in [*cfg.train, *cfg.eval]):
+def search_corpus(sources: Iterable[SourceConfig]) -> Path | None:
+    """The HotpotQA search corpus when one of ``sources`` is HotpotQA (search agents need it), else None.
+
+    ``train grpo`` passes its train and eval sources, ``train rounds`` its train sources."""
+    if not any(src.kind == "dataset" and src.name == "hotpotqa" for src in sources):
         return None
     from masorch.eval.datasets import corpus_path
 
@@ -138,7 +142,7 @@ def train_agents(cfg: TrainConfig, agents: AgentRegistry | None = None) -> Agent
     from masorch.agents.registry import default_registry, offered_registry
 
     agents = agents or default_registry(max_tokens=cfg.subagent_max_tokens)
-    return offered_registry(agents, retriever=search_corpus(cfg) is not None)
+    return offered_registry(agents, retriever=search_corpus([*cfg.train, *cfg.eval]) is not None)
 
 
 def search_retriever(corpus: Path | None) -> Retriever | None:
@@ -263,7 +267,7 @@ def train_grpo(
     t_start = time.monotonic()
     agents = train_agents(cfg, agents)
     train_rows, held_rows = prompt_rows(cfg, agents)
-    corpus = search_corpus(cfg)
+    corpus = search_corpus([*cfg.train, *cfg.eval])
     retriever = search_retriever(corpus)  # before any backend exists: a missing corpus leaks nothing
     rewards = plan_rewards(
         cfg, agents, subagent or subagent_backend(cfg), retriever, on_batch=SampleLog(out / SAMPLES_FILE)

@@ -83,6 +83,12 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
         default="local:qwen2.5-coder-0.5b", description="the model the sub-agent tools run on"
     )
     subagent_max_tokens: int = Field(default=512, ge=1, description="the cap on each sub-agent reply")
+    synthesis: str | None = Field(
+        default=None,
+        description="the model that writes the answer from the trajectory when final_answer asks "
+        "synthesize: true (as the rounds mode's synthesis model, e.g. local:qwen2.5-coder-1.5b; its "
+        "tokens count for efficiency); none: synthesize is refused (FORMAT_ERR)",
+    )
     cache_path: str | None = Field(
         default=None, description="sub-agent record/replay cache (default <output_dir>/subagent_cache.sqlite)"
     )
@@ -102,9 +108,15 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
     max_units: float | None = Field(
         default=None, description="units cap per trajectory (a call past it ends BUDGET)"
     )
-    max_calls: int | None = Field(default=24, description="sub-agent LLM calls per trajectory")
-    max_tokens: int | None = Field(default=None, description="sub-agent tokens per trajectory")
-    node_timeout_s: float | None = Field(default=120.0, description="time limit of each tool call")
+    max_calls: int | None = Field(
+        default=24, description="sub-agent (and synthesis) LLM calls per trajectory"
+    )
+    max_tokens: int | None = Field(
+        default=None, description="sub-agent (and synthesis) tokens per trajectory"
+    )
+    node_timeout_s: float | None = Field(
+        default=120.0, description="time limit of each tool call (and of the synthesis call)"
+    )
     rewards: RoundsRewardConfig = Field(
         default_factory=RoundsRewardConfig, description="weights and thresholds of the reward"
     )

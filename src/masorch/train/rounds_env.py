@@ -15,11 +15,21 @@ parallel execution as ``masorch run --mode rounds``) and every call returns its 
 message. The rollout's state (:class:`Rollout`) keeps the rounds, statuses, units, the sub-agent
 ledger and the final answer; the reward components read it (:mod:`masorch.train.rounds_rewards`).
 
+``final_answer`` with ``synthesize: true`` asks the setting's synthesis model (the config's
+``synthesis``) to write the answer from the trajectory, through the inference path's
+:func:`masorch.run.rounds.synthesize` (same prompt, same parsing); its call is in the rollout's
+ledger like the sub-agents' (its tokens count for the efficiency reward). A synthesis that fails
+ends the trajectory without an answer, its ``final_answer`` call with the failure's status
+(``EXEC_ERR``, ``BUDGET``, ``TIMEOUT`` past ``node_timeout_s``).
+
 Where training differs from inference: TRL's tool messages carry the tool name, not a
 ``tool_call_id``; the between-rounds note (round done, rounds left, units spent) ends the round's
 last tool message instead of being a user message; a turn without a call ends the trajectory (no
-reminder); after ``final_answer`` TRL generates one more turn, whose calls are refused; and
-``final_answer`` with ``synthesize: true`` is refused (no synthesis model while training).
+reminder); after ``final_answer`` TRL generates one more turn, whose calls are refused; the
+synthesis model reads the policy's tool calls and their results but not the text of its turns
+(TRL does not hand it to the environment), and without a synthesis model ``final_answer`` with
+``synthesize: true`` is refused (``FORMAT_ERR``); the round cap ends the trajectory without a
+synthesis (TRL stops generating).
 """
 
 from __future__ import annotations
@@ -33,10 +43,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
-from masorch.backends.base import ToolCall, ToolSpec
+from masorch.backends.base import Backend, Message, ToolCall, ToolSpec
 from masorch.run.executor import RoleBackends
-from masorch.run.round_calls import FINAL_TOOL, call_ids, final_answer
+from masorch.run.round_calls import FINAL_TOOL, call_ids, final_answer, wants_synthesis
 from masorch.run.round_exec import RoundCalls, RoundsOptions, bad_final
+from masorch.run.rounds import Stop, synthesize
 from masorch.run.session import RunSession
 from masorch.run.trajectory import CallOutcome
 from masorch.score.scorer import Scorer
@@ -55,12 +66,14 @@ _PY_TYPES: Mapping[str, Any] = {
 
 @dataclass(frozen=True)
 class RoundsSetting:
-    """What every trajectory of a run shares: the sub-agents and their models, the limits."""
+    """What every trajectory of a run shares: the sub-agents and their models, the limits, the
+    search retriever and the synthesis model (None: ``synthesize: true`` is refused)."""
 
     agents: AgentRegistry
     backends: RoleBackends
     options: RoundsOptions
     retriever: Retriever | None = None
+    synthesis: Backend | None = None
 
     def tool_calls(self, question: str = "") -> RoundCalls:
         """A fresh tool side for one trajectory of ``question``, with its own session and ledger."""
@@ -76,14 +89,18 @@ class RoundsSetting:
 
 
 class Rollout:
-    """The state of one trajectory: its rounds (through :class:`RoundCalls`), the calls refused
-    outside any round, the final answer."""
+    """The state of one trajectory: its rounds (through :class:`RoundCalls`), the calls outside any
+    round (refused, or a failed synthesis), the conversation as the environment sees it, the final
+    answer."""
 
     def __init__(self, setting: RoundsSetting, row: Mapping[str, Any]) -> None:
         self.row = dict(row)
         self.question = str(row.get("question", ""))
         self.calls = setting.tool_calls(self.question)
         self.options = setting.options
+        self.synthesis = setting.synthesis
+        # What the synthesis model reads: the prompt, each turn's calls and their results.
+        self.messages = [Message("system", self.calls.system_prompt()), Message("user", self.question)]
         self.turns = 0
         self.answer = ""
         self.ended = False
@@ -148,9 +165,15 @@ class Rollout:
         because the trajectory has ended or the round cap is reached; one message per call."""
         self.turns += 1
         self.delivered += len(calls)
+        calls = call_ids(calls, self.rounds + 1)
+        texts = await self._play(calls)
+        self.messages.append(Message("assistant", "", tool_calls=tuple(calls)))
+        self.messages += [Message("tool", t, tool_call_id=c.id) for c, t in zip(calls, texts, strict=True)]
+        return texts
+
+    async def _play(self, calls: Sequence[ToolCall]) -> list[str]:
         t0 = time.perf_counter()
         round_no = self.rounds + 1
-        calls = call_ids(calls, round_no)
         final_alone = len(calls) == 1 and calls[0].name == FINAL_TOOL
         # The turn after the last round may still give the answer (the last round's note asks for it).
         if self.ended or (round_no > self.options.max_rounds and not final_alone):
@@ -160,7 +183,7 @@ class Rollout:
                 else f"all {self.options.max_rounds} rounds are used"
             )
             refused = [
-                _refused(c, round_no, i, f"not run: {why}; call nothing more") for i, c in enumerate(calls, 1)
+                _outcome(c, round_no, i, f"not run: {why}; call nothing more") for i, c in enumerate(calls, 1)
             ]
             self.outside += refused
             return [o.message_text() for o in refused]
@@ -169,9 +192,11 @@ class Rollout:
             if answer is not None:
                 self.answer, self.ended = answer, True
                 return [f"status: OK\nfinal answer recorded: {answer}"]
+            if self.synthesis is not None and wants_synthesis(calls[0]):
+                return [await self._synthesize(calls[0], round_no)]
             outcome = bad_final(calls[0], round_no)
             if "synthesize" in calls[0].arguments:
-                outcome = _refused(
+                outcome = _outcome(
                     calls[0], round_no, 1, "no synthesis model while training: give the answer", "FORMAT_ERR"
                 )
             if round_no > self.options.max_rounds:  # no round left to record it in
@@ -189,6 +214,29 @@ class Rollout:
             note = f"Round {round_no} of {round_no} was the last: call final_answer alone with the answer."
         texts[-1] = f"{texts[-1]}\n\n{note}"
         return texts
+
+    async def _synthesize(self, call: ToolCall, round_no: int) -> str:
+        """``final_answer`` with ``synthesize: true``: the synthesis model answers from the
+        conversation so far, as at inference; the trajectory ends either way."""
+        assert self.synthesis is not None
+        self.ended = True
+        # The inference path's conversation at this point: the prompt, the rounds, this call.
+        messages = [*self.messages, Message("assistant", "", tool_calls=(call,))]
+        session, limit = self.calls.session, self.options.node_timeout_s
+        try:
+            got = await asyncio.wait_for(
+                synthesize(session, self.synthesis, messages, self.question, self.options, requested=True),
+                limit,
+            )
+        except asyncio.TimeoutError:
+            got = Stop("timeout", "timeout", f"synthesis: no reply within {limit:g} s")
+        if isinstance(got, str):
+            self.answer = got
+            return f"status: OK\nfinal answer recorded (written by the synthesis model): {got}"
+        status = {"budget": "BUDGET", "timeout": "TIMEOUT"}.get(got.status, "EXEC_ERR")
+        outcome = _outcome(call, round_no, 1, got.error, status)
+        self.outside.append(outcome)
+        return f"{outcome.message_text()}\n\nThe trajectory has ended without an answer."
 
 
 class RoundsEnvironment:
@@ -286,5 +334,5 @@ def _tool_method(spec: ToolSpec) -> Callable[..., Any]:
     return tool
 
 
-def _refused(call: ToolCall, round_no: int, i: int, error: str, status: str = "REJECTED") -> CallOutcome:
+def _outcome(call: ToolCall, round_no: int, i: int, error: str, status: str = "REJECTED") -> CallOutcome:
     return CallOutcome(round_no, call.id, f"r{round_no}c{i}", call.name, status, error=error)  # type: ignore[arg-type]

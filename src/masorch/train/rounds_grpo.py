@@ -23,6 +23,7 @@ from masorch.agents.base import AgentRegistry
 from masorch.backends.base import Backend
 from masorch.run.executor import RoleBackends
 from masorch.score.scorer import Scorer
+from masorch.train.grpo import search_corpus, search_retriever, subagent_backend
 from masorch.train.rounds_config import RoundsRewardConfig, RoundsTrainConfig
 from masorch.train.rounds_env import RoundsEnvironment, RoundsSetting, environment_factory
 from masorch.train.rounds_rewards import COMPONENTS, trajectory_reward
@@ -194,25 +195,35 @@ def rounds_rows(cfg: RoundsTrainConfig, setting: RoundsSetting) -> list[dict[str
 
 
 def rounds_setting(
-    cfg: RoundsTrainConfig, *, subagent: Backend | None = None, agents: AgentRegistry | None = None
+    cfg: RoundsTrainConfig,
+    *,
+    subagent: Backend | None = None,
+    agents: AgentRegistry | None = None,
+    synthesis: Backend | None = None,
 ) -> RoundsSetting:
-    """The sub-agents, their model and the per-trajectory limits of ``cfg`` (``subagent`` and
-    ``agents`` replace the configured ones in tests)."""
+    """The sub-agents, their model, the search corpus, the synthesis model and the per-trajectory
+    limits of ``cfg`` (``subagent``, ``agents`` and ``synthesis`` replace the configured ones in
+    tests). Both models are built by :func:`masorch.train.grpo.subagent_backend` (one cache).
+
+    ``search`` is offered, over the HotpotQA BM25 corpus, exactly when a train source is HotpotQA
+    (:func:`masorch.train.grpo.search_corpus`, the choice of ``train grpo``)."""
     from masorch.agents.registry import default_registry, offered_registry
 
-    if subagent is None:
-        from masorch.backends.registry import BackendSettings, make_backend
-
-        out = Path(cfg.output_dir)
-        cache = Path(cfg.cache_path) if cfg.cache_path else out / "subagent_cache.sqlite"
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        subagent = make_backend(
-            cfg.subagent, settings=BackendSettings(cache_path=cache, cache_mode=cfg.cache_mode)
-        )
+    corpus = search_corpus(cfg.train)
+    retriever = search_retriever(corpus)  # before any backend exists: a missing corpus leaks nothing
+    subagent = subagent or subagent_backend(cfg)
+    if synthesis is None and cfg.synthesis is not None:
+        synthesis = subagent if cfg.synthesis == cfg.subagent else subagent_backend(cfg, cfg.synthesis)
     agents = agents or offered_registry(
-        default_registry(max_tokens=cfg.subagent_max_tokens), retriever=False, history=True
+        default_registry(max_tokens=cfg.subagent_max_tokens), retriever=corpus is not None, history=True
     )
-    return RoundsSetting(agents=agents, backends=RoleBackends(subagent), options=cfg.options())
+    return RoundsSetting(
+        agents=agents,
+        backends=RoleBackends(subagent),
+        options=cfg.options(),
+        retriever=retriever,
+        synthesis=synthesis,
+    )
 
 
 def policy_tokenizer(tokenizer: Any, chat_template: str) -> Any:

@@ -64,7 +64,8 @@ def build_rewards(cfg: TrainConfig) -> PlanRewards:
         train_agents,
     )
 
-    return plan_rewards(cfg, train_agents(cfg), subagent_backend(cfg), search_retriever(search_corpus(cfg)))
+    retriever = search_retriever(search_corpus([*cfg.train, *cfg.eval]))
+    return plan_rewards(cfg, train_agents(cfg), subagent_backend(cfg), retriever)
 
 
 #: The process-wide service verl's entry points use (one per worker process; built lazily).
