@@ -90,14 +90,16 @@ async def test_permanent_fault_fails_at_once(fault: str, code: str) -> None:
     assert "after 1 attempt)" in info.value.message and info.value.attempts == 1
 
 
+@pytest.mark.timeout(120)
 async def test_many_concurrent_calls_with_random_faults_all_end_and_attempts_add_up() -> None:
     plan = FaultPlan(rate=0.3, seed=7)
-    with LoopbackServer(faults=plan, latency_ms=5, slow_s=10) as server:
-        # The server counts a request once it has read it. With 80 calls in flight on a loaded CI
-        # machine a 0.5 s timeout could pass before that (one attempt more on the client than the
-        # server saw); 2 s still times out every slow fault (10 s) and leaves the count exact.
+    with LoopbackServer(faults=plan, latency_ms=5, slow_s=60) as server:
+        # The server counts a request once it has read it. With 80 calls in flight on a loaded
+        # machine a short timeout passes before that (0.5 s: one attempt more on the client than the
+        # server saw; 2 s: 45 more with two busy cores beside); 8 s still times out every slow fault
+        # (60 s) and leaves the count exact.
         b = backend(
-            server, timeout_s=2.0, retry=RetryPolicy(max_attempts=4, base_delay_s=0.001, max_delay_s=0.01)
+            server, timeout_s=8.0, retry=RetryPolicy(max_attempts=4, base_delay_s=0.001, max_delay_s=0.01)
         )
         results = await asyncio.gather(
             *[b.complete([Message("user", f"q{i}")], GenerateConfig()) for i in range(80)],
