@@ -44,10 +44,10 @@ PromptFamily = Literal["general", "choice", "masbench"]
 #: trained with up to 8192 response tokens, and their high-DoM plans run to several thousand.
 DEFAULT_PLAN_TOKENS: dict[str, int] = {"default": 1024, "official": 8192}
 
-#: Budget keys as configs write them -> Budget fields (the field names are read too).
 #: Where an error in a system's fields points the user.
 _SEE = "see docs/eval.md for the system fields"
 
+#: Budget keys as configs write them -> Budget fields (the field names are read too).
 BUDGET_KEYS = {"calls": "max_calls", "tokens": "max_tokens", "cost": "max_cost", "wall_s": "max_wall_s"}
 
 
