@@ -117,3 +117,21 @@ def test_retry_failed_reruns_only_failed_samples(tmp_path: Path) -> None:
     assert fixed.done == 4 and fixed.not_ok == 0 and fixed.correct == 4
     _, records = RunLog.read(tmp_path / "o")
     assert [r["status"] for r in records] == ["ok"] * 4
+
+
+def test_a_run_begun_before_a_system_field_existed_resumes(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))
+    env = EnvSpec(backend_factory=SumBackendFactory(), scorer_factory=scorer_factory)
+    systems = parse_systems("sas:cot", model="scripted:m")
+    evaluate(systems, [data], tmp_path / "o", env_spec=env)
+    log = tmp_path / "o" / "log.jsonl"
+    lines = log.read_text().splitlines()
+    header = json.loads(lines[0])
+    del header["systems"][0]["top_k"]  # as written by a version without the field
+    log.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    tally = evaluate(systems, [data], tmp_path / "o", options=EvalOptions(resume=True), env_spec=env)
+    assert tally.done == 2
+    header["systems"][0]["top_k"] = 40  # a real difference is still one
+    log.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    with pytest.raises(UsageError, match="different systems"):
+        evaluate(systems, [data], tmp_path / "o", options=EvalOptions(resume=True), env_spec=env)

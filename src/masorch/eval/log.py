@@ -140,7 +140,8 @@ class RunLog:
                 raise UsageError(f"{path} has no header line", hint="start a new --out directory")
             stored = records[0]
             for key in ("systems", "datasets"):
-                if json.dumps(stored.get(key), sort_keys=True) != json.dumps(head.get(key), sort_keys=True):
+                was, now = _comparable(key, stored.get(key)), _comparable(key, head.get(key))
+                if json.dumps(was, sort_keys=True) != json.dumps(now, sort_keys=True):
                     raise UsageError(
                         f"--resume with different {key} than the run in {path}",
                         hint=f"resume with the same flags, or use another --out directory ({key} "
@@ -206,3 +207,17 @@ def latest(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if rec.get("type") == "sample":
             by_key[rec["key"]] = rec
     return list(by_key.values())
+
+
+def _comparable(key: str, value: Any) -> Any:
+    """A header entry as resuming compares it: stored systems read back through
+    :meth:`~masorch.run.system.System.from_dict`, so that a field added to System since the run
+    began (at its default) is no difference; an entry that does not read back stays as stored."""
+    if key != "systems" or not isinstance(value, list):
+        return value
+    from masorch.run.system import System
+
+    try:
+        return [System.from_dict(v).to_dict() for v in value]
+    except (UsageError, TypeError, AttributeError):  # not systems of this version: compared as written
+        return value
