@@ -92,6 +92,29 @@ class GenerateConfig:
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """How an orchestrator-side call samples (the fields of :class:`GenerateConfig` of that name);
+    the run options of the one-step and the multi-round modes both carry it."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int | None = None
+    min_p: float | None = None
+    seed: int | None = None
+
+    def generate_config(self, **fields: Any) -> GenerateConfig:
+        """A GenerateConfig with this sampling and the other ``fields`` (max_tokens, tools, ...)."""
+        return GenerateConfig(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            min_p=self.min_p,
+            seed=self.seed,
+            **fields,
+        )
+
+
+@dataclass(frozen=True)
 class Usage:
     """Token counts of one call (or a sum of calls), with cost in US dollars where known.
 

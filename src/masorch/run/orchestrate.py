@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
-from masorch.backends.base import Backend, Completion, GenerateConfig, Message
+from masorch.backends.base import Backend, Completion, GenerateConfig, Message, Sampling
 from masorch.errors import BudgetExceeded, MasorchError, UsageError
 from masorch.plan import Diagnostic, DoM, Limits, check, repair_message
 from masorch.plan.catalogue import KindSignature, ParamSpec
@@ -49,7 +49,7 @@ _SCHEMA_MAX_CHARS = 1000
 
 
 @dataclass(frozen=True)
-class OrchestrateOptions:
+class OrchestrateOptions(Sampling):
     """How one orchestrated run goes.
 
     ``dialect`` is what the orchestrator is asked to write (``xml`` is the MAS-Orchestra tag format,
@@ -69,12 +69,7 @@ class OrchestrateOptions:
     node_timeout_s: float | None = None
     limits: Limits = field(default_factory=Limits)
     max_plan_tokens: int = 1024
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int | None = None
-    min_p: float | None = None
     constrain: bool = True
-    seed: int | None = None
     prompt: PromptProfile = "default"
     prompt_family: PromptFamily = "general"
     prompt_file: PromptFile | None = None
@@ -98,11 +93,7 @@ class OrchestrateOptions:
             budget=system.budget,
             timeout_s=system.timeout_s,
             node_timeout_s=system.node_timeout_s,
-            temperature=system.temperature,
-            top_p=system.top_p,
-            top_k=system.top_k,
-            min_p=system.min_p,
-            seed=system.seed,
+            **system.sampling(),
             prompt=system.prompt,
             prompt_family=system.prompt_family,
             prompt_file=load_prompt_file(system.prompt_file, system.dom) if system.prompt_file else None,
@@ -232,16 +223,7 @@ def plan_generate_config(
             grammar = plan_grammar(dialect, catalogue, options.dom, options.limits)
     except ValueError as exc:  # nothing offered can be written: a plan cannot be valid anyway
         logger.warning("no plan constraint (%s); the plan decodes freely", exc)
-    return GenerateConfig(
-        temperature=options.temperature,
-        top_p=options.top_p,
-        top_k=options.top_k,
-        min_p=options.min_p,
-        max_tokens=options.max_plan_tokens,
-        seed=options.seed,
-        json_schema=schema,
-        grammar=grammar,
-    )
+    return options.generate_config(max_tokens=options.max_plan_tokens, json_schema=schema, grammar=grammar)
 
 
 async def orchestrate(

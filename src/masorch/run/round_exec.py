@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from masorch.agents.base import KIND_NEEDS, AgentRegistry, NodeOutput, NodeStatus, Retriever, UpstreamResult
-from masorch.backends.base import Backend, ToolCall, ToolSpec
+from masorch.backends.base import Backend, Sampling, ToolCall, ToolSpec
 from masorch.plan import Plan
 from masorch.prompts import render
 from masorch.run.budget import Budget
@@ -49,7 +49,7 @@ class PoolEntry:
 
 
 @dataclass(frozen=True)
-class RoundsOptions:
+class RoundsOptions(Sampling):
     """Limits of a multi-round run: rounds, calls per round, budget, deadlines, tool costs and units."""
 
     max_rounds: int = 12
@@ -57,14 +57,9 @@ class RoundsOptions:
     budget: Budget = field(default_factory=Budget)
     timeout_s: float | None = None
     node_timeout_s: float | None = None
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int | None = None
-    min_p: float | None = None
     max_tokens: int = 1024
     tool_costs: Mapping[str, float] = field(default_factory=dict)
     max_units: float | None = None
-    seed: int | None = None
     faults: ToolFaults | None = None
 
     @classmethod
@@ -80,11 +75,7 @@ class RoundsOptions:
             max_tokens=system.plan_tokens,
             tool_costs=dict(system.tool_costs),
             max_units=system.max_units,
-            temperature=system.temperature,
-            top_p=system.top_p,
-            top_k=system.top_k,
-            min_p=system.min_p,
-            seed=system.seed,
+            **system.sampling(),
             faults=faults,
         )
 

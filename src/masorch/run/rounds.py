@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from masorch.agents.base import AgentRegistry, Retriever
-from masorch.backends.base import Backend, Completion, GenerateConfig, Message, ToolSpec
+from masorch.backends.base import Backend, Completion, Message, ToolSpec
 from masorch.errors import BudgetExceeded, MasorchError
 from masorch.plan import AgentSpec, Plan
 from masorch.prompts import render
@@ -38,9 +38,6 @@ from masorch.run.trajectory import CallOutcome, EndedBy, Trajectory
 from masorch.trace.writer import TraceSink
 
 __all__ = ["PoolEntry", "RoundsOptions", "Stop", "ask", "run_rounds", "synthesize"]
-
-#: The settings of every orchestrator-side call taken from the run's options, by their shared names.
-_GENERATE_FIELDS = ("temperature", "top_p", "top_k", "min_p", "max_tokens", "seed")
 
 
 async def run_rounds(
@@ -195,7 +192,7 @@ async def ask(
 ) -> Completion | Stop:
     """One orchestrator-side call (an orchestrator turn, or the synthesis as ``node``) under the run
     deadline, recorded in ``session``'s ledger; a :class:`Stop` when the run must end."""
-    config = GenerateConfig(tools=tools, **{name: getattr(opts, name) for name in _GENERATE_FIELDS})
+    config = opts.generate_config(max_tokens=opts.max_tokens, tools=tools)
     who = node or "orchestrator"
     try:
         remaining = session.remaining_s()

@@ -19,11 +19,13 @@ the same field names in ``masorch run`` flags, eval systems files and training c
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from masorch.backends.base import Sampling
 from masorch.config import config_error
 from masorch.errors import UsageError
 from masorch.plan.model import DoM
@@ -279,6 +281,10 @@ class System(BaseModel):
     def dom(self) -> DoM | None:
         """The DoM of a one-step plan (mas), else None."""
         return DoM(self.variant) if self.mode == "mas" else None
+
+    def sampling(self) -> dict[str, Any]:
+        """The orchestrator's sampling fields, as :class:`~masorch.backends.base.Sampling` names them."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(Sampling)}
 
     @property
     def orchestrator_model(self) -> str:
