@@ -173,7 +173,7 @@ def test_rounds_mode():
     [
         ("rounds", ["--dom", "low"], "--dom"),
         ("rounds", ["--dialect", "json", "--repair", "1"], "--dialect, --repair"),
-        ("rounds-serial", ["--no-constrain"], "--constrain/--no-constrain"),
+        ("rounds-serial", ["--prune"], "--prune/--no-prune"),
         ("plan", ["--max-rounds", "3"], "--max-rounds"),
         ("plan", ["--pool", "big=scripted:big: a big one", "--max-units", "5"], "--pool, --max-units"),
     ],

@@ -367,3 +367,41 @@ def test_injected_faults_end_calls_without_running_them():
     events = [e for e in trace.events if e.type == "tool_result"]
     assert [e.injected for e in events] == [True, False, False]
     assert result.trajectory.to_chat()["meta"]["calls"][0]["injected"] is True
+
+
+async def test_each_turn_decodes_under_the_tool_call_grammar_unless_told_not_to():
+    _result, orch, _sub, _trace = await go([calls(("cot", {"task": "a"})), final()])
+    turn, last = (config for _messages, config in orch.calls)
+    assert turn.grammar is not None and turn.grammar == last.grammar
+    assert '"<tool_call>\\n{\\"name\\": \\"cot\\"' in turn.grammar and "fail" in turn.grammar
+    assert 'call ("\\n" call){0,3}' in turn.grammar  # at most max_calls_per_round calls
+    _result, orch, _sub, _trace = await go([final()], max_calls_per_round=1, constrain=False)
+    assert orch.calls[0][1].grammar is None
+
+
+async def test_a_constrained_turn_on_a_llama_cpp_server_runs_end_to_end():
+    """The orchestrator's turns go through the server's template and the grammar; the round's
+    calls come back from the ``<tool_call>`` blocks of the text."""
+    from masorch.backends.loopback import LoopbackServer
+    from masorch.backends.openai_compat import OpenAIBackend
+
+    def teacher(messages):
+        prompt = messages[-1]["content"]
+        if "status: OK" not in prompt:
+            return 'Ask first.\n<tool_call>\n{"name": "cot", "arguments": {"task": "Find X."}}\n</tool_call>'
+        return '<tool_call>\n{"name": "final_answer", "arguments": {"answer": "7"}}\n</tool_call>'
+
+    with LoopbackServer(teacher) as server:
+        orch = OpenAIBackend("m", base_url=server.base_url, grammar_format="llama.cpp")
+        result = await run_rounds(
+            "What is X?",
+            orchestrator=orch,
+            backends=RoleBackends(ScriptedBackend(lambda m, c: "sub-answer", name="sub")),
+            agents=agents(),
+        )
+        await orch.aclose()
+    assert (result.status, result.answer) == ("ok", "7")
+    assert result.trajectory is not None and [c.status for c in result.trajectory.calls] == ["OK"]
+    first = result.trajectory.messages[2]
+    assert first.content == "Ask first." and first.tool_calls[0].id == "call_r1c1"
+    assert sum("grammar" in b for b in server.bodies) == 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -90,14 +91,8 @@ def parse_chat_choice(data: Any) -> tuple[str, tuple[ToolCall, ...], FinishReaso
     >>> parse_chat_choice({"choices": [{"message": {"content": "hi"}, "finish_reason": "length"}]})
     ('hi', (), 'length')
     """
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
-    if "error" in data and "choices" not in data:
-        raise ValueError(f"error object {json.dumps(data['error'])}")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise ValueError("no choices")
-    message = choices[0].get("message")
+    choice = _first_choice(data)
+    message = choice.get("message")
     if not isinstance(message, dict):
         raise ValueError("choice without a message")
     text = _content_text(message.get("content"))
@@ -106,7 +101,7 @@ def parse_chat_choice(data: Any) -> tuple[str, tuple[ToolCall, ...], FinishReaso
     tool_calls = _tool_calls(message.get("tool_calls"))
     if tool_calls is None:
         raise ValueError("malformed tool_calls")
-    finish = _FINISH.get(str(choices[0].get("finish_reason") or "stop"), "stop")
+    finish = _FINISH.get(str(choice.get("finish_reason") or "stop"), "stop")
     if tool_calls and finish == "stop":
         finish = "tool_calls"
     return text, tool_calls, finish
@@ -138,3 +133,65 @@ def _tool_calls(raw: Any) -> tuple[ToolCall, ...] | None:
             arguments = json.dumps(arguments)
         calls.append(ToolCall(name=function["name"], arguments=arguments, id=str(item.get("id") or "")))
     return tuple(calls)
+
+
+#: The tag a Hermes-style chat template (Qwen 2.5, Hermes, ...) asks a model to write each tool call in.
+HERMES_TAG = "<tool_call>"
+_HERMES_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def hermes_calls(text: str) -> tuple[str, tuple[ToolCall, ...]] | None:
+    """The text before the first ``<tool_call>`` block and the calls of the blocks, or None when
+    ``text`` holds no block or a block that is not a ``{"name", "arguments"}`` object (cut short,
+    say): the caller then keeps the whole text.
+
+    >>> hermes_calls('Two steps.\\n<tool_call>\\n{"name": "cot", "arguments": {"task": "t"}}\\n</tool_call>')
+    ('Two steps.', (ToolCall(name='cot', arguments='{"task": "t"}', id=''),))
+    >>> hermes_calls('<tool_call>\\n{"name": "cot", "argum') is None
+    True
+    """
+    start = text.find(HERMES_TAG)
+    if start < 0:
+        return None
+    blocks = list(_HERMES_CALL.finditer(text, start))
+    rest = _HERMES_CALL.sub("", text[start:]).strip()
+    if not blocks or rest:
+        return None
+    calls = []
+    for block in blocks:
+        try:
+            value = json.loads(block.group(1))
+        except json.JSONDecodeError:
+            return None
+        if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+            return None
+        arguments = value.get("arguments", {})
+        if not isinstance(arguments, dict):
+            return None
+        calls.append(ToolCall(value["name"], json.dumps(arguments, ensure_ascii=False)))
+    return text[:start].strip(), tuple(calls)
+
+
+def parse_text_choice(data: Any) -> tuple[str, FinishReason]:
+    """Text and finish reason of the first choice of a text-completion object (``/v1/completions``).
+
+    >>> parse_text_choice({"choices": [{"text": "hi", "finish_reason": "length"}]})
+    ('hi', 'length')
+    """
+    choice = _first_choice(data)
+    text = choice.get("text")
+    if not isinstance(text, str):
+        raise ValueError(f"choice text of type {type(text).__name__}")
+    return text, _FINISH.get(str(choice.get("finish_reason") or "stop"), "stop")
+
+
+def _first_choice(data: Any) -> dict[str, Any]:
+    """The first choice of a completion object; ValueError naming what is wrong when there is none."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a JSON object, got {type(data).__name__}")
+    if "error" in data and "choices" not in data:
+        raise ValueError(f"error object {json.dumps(data['error'])}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ValueError("no choices")
+    return choices[0]

@@ -11,6 +11,11 @@ thread, so sync and async callers alike can use it as a context manager::
 Replies come from a responder (messages -> text, or -> an assistant message mapping with
 ``tool_calls``); faults are injected by a :class:`FaultPlan`: a fixed schedule for the first requests
 and/or a seeded probability. Every request is counted, so tests can check a client's attempts.
+
+Like llama.cpp's server it also renders a chat (``POST /apply-template``: each message on its own
+lines, and with tools the Hermes ``<tool_call>`` instructions unless ``hermes_template`` is off)
+and completes a prompt (``POST /v1/completions``: the responder sees the prompt as one user
+message and answers text), so the template-and-grammar way of a rounds turn can be tested.
 """
 
 from __future__ import annotations
@@ -84,7 +89,8 @@ class LoopbackServer:
     ``latency_ms`` delays every reply; ``slow_s`` is how long a ``slow`` fault stalls (it should exceed
     the client's timeout); ``omit_usage`` leaves ``usage`` out of replies. ``request_count`` counts
     chat requests received, ``fault_counts`` the faults served, ``bodies`` the request bodies (when
-    ``record_bodies``).
+    ``record_bodies``); ``hermes_template`` says whether ``/apply-template`` renders tools with
+    Hermes ``<tool_call>`` instructions (as Qwen's chat template does).
     """
 
     def __init__(
@@ -96,6 +102,7 @@ class LoopbackServer:
         slow_s: float = 30.0,
         omit_usage: bool = False,
         record_bodies: bool = True,
+        hermes_template: bool = True,
         port: int = 0,
     ) -> None:
         self.responder = responder
@@ -104,6 +111,7 @@ class LoopbackServer:
         self.slow_s = slow_s
         self.omit_usage = omit_usage
         self.record_bodies = record_bodies
+        self.hermes_template = hermes_template
         self._port = port
         self._rng = random.Random(self.faults.seed)
         self._lock = threading.Lock()
@@ -240,6 +248,11 @@ class LoopbackServer:
                 if method == "POST" and path.rstrip("/").endswith("/chat/completions"):
                     if not await self._chat(writer, body, headers, close):
                         return
+                elif method == "POST" and path.rstrip("/").endswith("/completions"):
+                    if not await self._chat(writer, body, headers, close, text=True):
+                        return
+                elif method == "POST" and path == "/apply-template":
+                    await self._apply_template(writer, body, close)
                 elif method == "GET" and path.rstrip("/").endswith("/models"):
                     await self._write(writer, 200, {"object": "list", "data": [{"id": "loopback"}]}, close)
                 elif method == "GET" and path == "/health":  # as llama.cpp's server answers once loaded
@@ -270,10 +283,37 @@ class LoopbackServer:
                 self.fault_counts[fault] += 1
         return index, fault
 
+    async def _apply_template(self, writer: asyncio.StreamWriter, body: bytes, close: bool) -> None:
+        try:
+            request = json.loads(body)
+        except ValueError:
+            await self._write(writer, 400, {"error": {"message": "request body is not JSON"}}, close)
+            return
+        if self.record_bodies:
+            with self._lock:
+                self.bodies.append(request)
+        lines = []
+        if request.get("tools"):
+            lines.append("<|tools|>\n" + "\n".join(json.dumps(t) for t in request["tools"]))
+            if self.hermes_template:
+                lines.append(
+                    'Call each function as <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>'
+                )
+        for m in request.get("messages") or []:
+            calls = "".join(f"\n<call>{json.dumps(c)}</call>" for c in m.get("tool_calls") or [])
+            lines.append(f"<|{m.get('role')}|>\n{m.get('content') or ''}{calls}")
+        await self._write(writer, 200, {"prompt": "\n".join([*lines, "<|assistant|>\n"])}, close)
+
     async def _chat(
-        self, writer: asyncio.StreamWriter, body: bytes, headers: Mapping[str, str], close: bool
+        self,
+        writer: asyncio.StreamWriter,
+        body: bytes,
+        headers: Mapping[str, str],
+        close: bool,
+        text: bool = False,
     ) -> bool:
-        """Serve one chat request; False when the connection was dropped on purpose."""
+        """Serve one chat request (``text``: a text completion of a prompt); False when the
+        connection was dropped on purpose."""
         index, fault = self._next_fault()
         if self.latency_ms > 0:
             await asyncio.sleep(self.latency_ms / 1000.0)
@@ -313,8 +353,29 @@ class LoopbackServer:
         if fault == "bad_shape":
             await self._write(writer, 200, {"object": "list", "data": []}, close)
             return True
-        await self._write(writer, 200, self._reply(index, request), close)
+        await self._write(
+            writer, 200, self._text_reply(index, request) if text else self._reply(index, request), close
+        )
         return True
+
+    def _text_reply(self, index: int, request: Mapping[str, Any]) -> dict[str, Any]:
+        answer = self.responder([{"role": "user", "content": str(request.get("prompt", ""))}])
+        text = answer if isinstance(answer, str) else json.dumps(answer)
+        reply: dict[str, Any] = {
+            "id": f"cmpl-loopback-{index}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": request.get("model", "loopback"),
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
+        }
+        if not self.omit_usage:
+            prompt, completion = _words(request.get("prompt")), _words(text)
+            reply["usage"] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + completion,
+            }
+        return reply
 
     def _reply(self, index: int, request: Mapping[str, Any]) -> dict[str, Any]:
         messages = list(request.get("messages") or [])

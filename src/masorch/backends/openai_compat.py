@@ -21,7 +21,15 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from masorch.backends.base import Completion, GenerateConfig, Message, ToolCall, Usage
-from masorch.backends.chat import estimate_tokens, messages_payload, parse_chat_choice, tools_payload
+from masorch.backends.chat import (
+    HERMES_TAG,
+    estimate_tokens,
+    hermes_calls,
+    messages_payload,
+    parse_chat_choice,
+    parse_text_choice,
+    tools_payload,
+)
 from masorch.backends.prices import Pricing
 from masorch.errors import BackendError, UsageError
 from masorch.redact import redact, redact_url
@@ -107,6 +115,15 @@ class OpenAIBackend:
     frees the slot. ``n_usage`` says what a reply's usage counts when one request asks for ``n``
     completions (:meth:`complete_n`): ``sum`` over the choices (OpenAI, vLLM) or the ``first`` choice
     only (llama.cpp's server; the other choices' tokens are then estimated).
+
+    A call with ``tools`` and a ``grammar`` (an orchestrator turn of the multi-round mode,
+    :func:`masorch.plan.grammar.tool_turn_grammar`) decodes under that grammar only on llama.cpp's
+    server, which refuses a grammar beside tools on its chat endpoint: the server renders the
+    conversation and the tools with the model's own chat template (``/apply-template``), the
+    prompt is completed under the grammar (``/v1/completions``), and the ``<tool_call>`` blocks of
+    the text become the completion's tool calls, as the chat endpoint would return them. A model
+    whose template does not write Hermes ``<tool_call>`` blocks, and every other server, decodes
+    such a call freely with native tools (logged once).
     """
 
     def __init__(
@@ -154,6 +171,9 @@ class OpenAIBackend:
             )
         self.grammar_format = grammar_format
         self._grammar_notice = False
+        self._tool_grammar_notice = False
+        #: whether the server's chat template asks for Hermes ``<tool_call>`` blocks (None: not seen yet)
+        self._hermes_template: bool | None = None
         self._rng = random.Random(rng_seed)
         if connection_shards < 1:
             raise UsageError(f"connection_shards={connection_shards} < 1", hint="use 1 or more")
@@ -203,14 +223,52 @@ class OpenAIBackend:
             api_key=self._api_key, base_url=self.base_url, max_retries=0, timeout=self.timeout_s
         )
 
-    async def _send_once(self, body: dict[str, Any]) -> Any:
+    async def _send_once(self, body: dict[str, Any], path: str = "/chat/completions") -> Any:
         if not self.fresh_connection:
-            return await self._send(self._client_for_loop(), body)
+            return await self._send(self._client_for_loop(), body, path)
         client = self._fresh_client()
         try:
-            return await self._send(client, body)
+            return await self._send(client, body, path)
         finally:  # closing the connection is how the server learns that a cancelled call is over
             await client.close()
+
+    def _templated(self, config: GenerateConfig) -> bool:
+        """Whether this call goes the template-and-grammar way (see the class docs)."""
+        if not (config.tools and config.grammar is not None):
+            return False
+        if self.grammar_format == "llama.cpp" and self._hermes_template is not False:
+            return True
+        self._tool_notice("the server takes no grammar beside tools")
+        return False
+
+    def _tool_notice(self, why: str) -> None:
+        if not self._tool_grammar_notice:
+            self._tool_grammar_notice = True
+            log.info("%s: %s; tool calls decode freely", self._model_id, why)
+
+    async def _send_templated(self, body: dict[str, Any]) -> Any | None:
+        """The chat ``body`` rendered by the server's chat template and completed under its
+        grammar: the text-completion reply, or None when the template writes no Hermes tool calls."""
+        base = (self.base_url or "").rstrip("/")
+        root = base.removesuffix("/v1")
+        rendered = await self._send_once(
+            {"messages": body["messages"], "tools": body["tools"]}, f"{root}/apply-template"
+        )
+        prompt = rendered.get("prompt") if isinstance(rendered, dict) else None
+        if not isinstance(prompt, str):
+            raise BackendError(
+                "the server's /apply-template reply holds no prompt",
+                hint="a llama.cpp server with --jinja renders chat templates; check the server",
+                code="backend_bad_reply",
+                retryable=False,
+            )
+        if HERMES_TAG not in prompt:
+            self._hermes_template = False
+            self._tool_notice("the model's chat template asks for no <tool_call> blocks")
+            return None
+        self._hermes_template = True
+        completion = {k: v for k, v in body.items() if k not in ("messages", "tools")}
+        return await self._send_once({**completion, "prompt": prompt}, f"{base}/completions")
 
     def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -236,7 +294,7 @@ class OpenAIBackend:
             }
         if config.tools:
             body["tools"] = tools_payload(config.tools)
-        if config.grammar is not None:
+        if config.grammar is not None and (not config.tools or self._templated(config)):
             self._add_grammar(body, config.grammar)
         return body
 
@@ -275,6 +333,15 @@ class OpenAIBackend:
             raise empty
         if n < 1:
             raise UsageError(f"complete_n needs n >= 1, got {n}", hint="ask for one completion or more")
+        templated = self._templated(config)
+        if templated and n > 1:  # a text completion of a rendered prompt: one request per sample
+            one = [
+                self.complete_n(
+                    messages, dataclasses.replace(config, sample_index=config.sample_index + j), 1
+                )
+                for j in range(n)
+            ]
+            return [c for got in await asyncio.gather(*one) for c in got]
         body = self._request(messages, config)
         if n > 1:
             body["n"] = n
@@ -283,8 +350,13 @@ class OpenAIBackend:
         while True:
             attempt += 1
             try:
-                data = await self._send_once(body)
-                completions = self._parse_n(data, messages, config, n)
+                data = await self._send_templated(body) if templated else None
+                if templated and data is None:  # the model's template has no Hermes tool calls
+                    templated, body = False, self._request(messages, config)
+                if templated:
+                    completions = [self._parse_text(data, messages)]
+                else:
+                    completions = self._parse_n(await self._send_once(body), messages, config, n)
             except (BackendError, _AttemptFailed) as caught:
                 failure = caught if isinstance(caught, _AttemptFailed) else _AttemptFailed(caught)
             except asyncio.CancelledError as cancelled:
@@ -325,8 +397,9 @@ class OpenAIBackend:
         final.attempts = attempt
         return final
 
-    async def _send(self, client: Any, body: dict[str, Any]) -> Any:
-        """One request; the decoded JSON body, or a BackendError saying whether a retry may help."""
+    async def _send(self, client: Any, body: dict[str, Any], path: str) -> Any:
+        """One request to ``path`` (relative to the base URL, or absolute); the decoded JSON body,
+        or a BackendError saying whether a retry may help."""
         import openai
 
         try:
@@ -334,7 +407,7 @@ class OpenAIBackend:
             # parameter transform and the response model: about a fifth less CPU per call, and the
             # reply is checked by parse_chat_choice instead.
             return await asyncio.wait_for(
-                client.post("/chat/completions", body={**body, **self.extra_body}, cast_to=object),
+                client.post(path, body={**body, **self.extra_body}, cast_to=object),
                 timeout=self.timeout_s + 1.0,  # a backstop: the client's own timeout is per read
             )
         except json.JSONDecodeError as exc:
@@ -465,6 +538,25 @@ class OpenAIBackend:
                 code="backend_bad_reply",
                 retryable=False,
             ) from None
+        usage = self._usage(data.get("usage"), messages, text, tool_calls)
+        return Completion(text=text, usage=usage, finish=finish, tool_calls=tool_calls, model=self._model_id)
+
+    def _parse_text(self, data: Any, messages: Sequence[Message]) -> Completion:
+        """A text completion of a rendered chat prompt, its ``<tool_call>`` blocks read as calls."""
+        try:
+            text, finish = parse_text_choice(data)
+        except ValueError as exc:
+            raise BackendError(
+                f"the server's reply is not a text completion: {self._redact(str(exc))[:300]}",
+                hint="check that the server is llama.cpp's and serves /v1/completions",
+                code="backend_bad_reply",
+                retryable=False,
+            ) from None
+        tool_calls: tuple[ToolCall, ...] = ()
+        read = hermes_calls(text)
+        if read is not None:  # else the whole text stays, for the caller to read or explain
+            text, tool_calls = read
+            finish = "tool_calls" if finish == "stop" else finish
         usage = self._usage(data.get("usage"), messages, text, tool_calls)
         return Completion(text=text, usage=usage, finish=finish, tool_calls=tool_calls, model=self._model_id)
 

@@ -94,7 +94,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         prompt_family: str | None = typer.Option(None, "--prompt-family", help="general, choice, masbench."),
         repair: int | None = typer.Option(None, "--repair", min=0, help="Plan repair rounds (mas)."),
         constrain: bool | None = typer.Option(
-            None, "--constrain/--no-constrain", help="Grammar-constrained plans (mas; default on)."
+            None,
+            "--constrain/--no-constrain",
+            help="Grammar-constrained plans and rounds turns (default on).",
         ),
         plan_tokens: int | None = typer.Option(
             None, "--plan-tokens", min=1, help="Token cap of the orchestrator's plan (mas)."

@@ -149,8 +149,8 @@ def register(
         constrain: bool | None = typer.Option(
             None,
             "--constrain/--no-constrain",
-            help="Decode the plan under its dialect's grammar or schema where the backend can "
-            "(default; --no-constrain: free decoding; plan mode).",
+            help="Decode the plan (or each rounds turn) under its grammar or schema where the backend "
+            "can (default; --no-constrain: free decoding).",
         ),
         prune: bool | None = typer.Option(
             None,
@@ -186,7 +186,6 @@ def register(
             "--prompt-file": prompt_file,
             "--prompt-family": prompt_family,
             "--repair": repair,
-            "--constrain/--no-constrain": constrain,
             "--prune/--no-prune": prune,
         }
         rounds_flags = {

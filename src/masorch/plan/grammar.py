@@ -37,6 +37,8 @@ from masorch.plan.parse_xml import ARG_TO_PARAM, IGNORED_ARGS, KIND_TO_NAME, kin
 from masorch.plan.validate import Limits
 
 GrammarDialect = Literal["calls", "xml"]
+#: The tool that ends a multi-round run (``masorch.run.round_calls.FINAL_TOOL``).
+TOOL_FINAL = "final_answer"
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,8 @@ _XML_FIELDS = frozenset(
 )
 _CALL_FIELDS = frozenset({"id", "kind", "task"})
 _THOUGHT_CHAR = "[^\\n(<\\x00]"
+# The end of a Hermes tool call: the arguments' object and the call object close, then the tag.
+_CALL_END = "}\n</tool_call>"
 
 
 def plan_grammar(
@@ -116,6 +120,26 @@ def plan_grammar(
     if dialect == "xml":
         return _XmlGrammar(catalogue, dom, limits, bounds).text()
     raise ValueError(f"no grammar for dialect {dialect!r}: the json dialect uses a JSON schema")
+
+
+def tool_turn_grammar(
+    catalogue: Catalogue,
+    *,
+    pool: tuple[str, ...] = (),
+    max_calls: int = 4,
+    bounds: GrammarLimits | None = None,
+) -> str:
+    """The GBNF grammar of one orchestrator turn of the multi-round mode (docs/rounds.md) in the
+    Hermes tool-call format that Qwen-style chat templates use: an optional reasoning text without
+    ``<``, then 1..``max_calls`` ``<tool_call>`` blocks of the kinds of ``catalogue`` (``task``
+    first, then ``model`` from ``pool`` if any, then the kind's parameters in range), or one
+    ``final_answer`` call with an answer or ``{"synthesize": true}``.
+
+    What it cannot rule out (a pool model the call does not need, a question the calls do not
+    answer) is the round's own checks' (``masorch.run.round_calls``). Raises ValueError when no
+    kind of the catalogue can be written.
+    """
+    return _ToolTurnGrammar(catalogue, tuple(pool), max_calls, bounds or GrammarLimits()).text()
 
 
 def max_plan_agents(dialect: str, dom: DoM, limits: Limits, bounds: GrammarLimits | None = None) -> int:
@@ -256,6 +280,22 @@ class _Grammar:
                 continue  # an optional parameter the grammar cannot bound is left to its default
             parts.append(item if spec.required else f"({item})?")
         return " ".join(parts)
+
+    def json_value(self, spec: ParamSpec, char: str) -> str | None:
+        """A parameter's value as JSON: a number in range, ``true``/``false``, one of its choices, a
+        quoted string (or list of them) of ``char`` units; None for a choice holding a ``<``."""
+        if spec.type in ("int", "float"):
+            return _number(spec, self.bounds)
+        if spec.type == "bool":
+            return '("true" | "false")'
+        if spec.type == "str":
+            if spec.choices:
+                if any("<" in c for c in spec.choices):
+                    return None
+                return _alts([gbnf_literal(json.dumps(c, ensure_ascii=False)) for c in spec.choices])
+            return f'"\\"" {char}{{0,{self.bounds.max_short_chars}}} "\\""'
+        item = self.r.add("jitem", f'"\\"" {char}{{1,{self.bounds.max_short_chars}}} "\\""')
+        return self.list_value(spec, item, ", ")
 
     def list_value(self, spec: ParamSpec, item: str, sep: str) -> str:
         lo = spec.min_items or 0
@@ -400,6 +440,70 @@ class _CallsGrammar(_Grammar):
         return self.list_value(spec, item, ", ")
 
 
+class _ToolTurnGrammar(_Grammar):
+    """One turn of the multi-round mode in the Hermes tool-call format: 1..``max_calls`` tool calls,
+    or one ``final_answer`` call, each a ``<tool_call>`` block holding ``{"name", "arguments"}``."""
+
+    def __init__(
+        self, catalogue: Catalogue, pool: tuple[str, ...], max_calls: int, bounds: GrammarLimits
+    ) -> None:
+        super().__init__(catalogue, DoM.LOW, Limits(), bounds)
+        self.pool = pool
+        self.max_calls = max(1, max_calls)
+
+    def task_chars(self) -> int:
+        # A string unit is at most two characters, so the validator's limit counts twice.
+        return max(1, min(self.limits.max_task_chars // 2, self.bounds.max_text_chars))
+
+    def text(self) -> str:
+        r, b = self.r, self.bounds
+        r.add("char", _STR_CHAR)
+        # A task opens with a character that is not white space: the round refuses a blank one.
+        r.add("task", f'"\\"" {_ANSWER_FIRST} char{{0,{self.task_chars() - 1}}} "\\""')
+        if self.pool:
+            r.add("model", _alts([gbnf_literal(json.dumps(name, ensure_ascii=False)) for name in self.pool]))
+        r.add("call", _alts(self.kinds(self.kind)))
+        calls = "call " + _repeat('("\\n" call)', 0, self.max_calls - 1)
+        tail = _repeat("char", 0, max(0, b.max_text_chars // 2 - 1))  # units of up to 2 chars
+        answer = " ".join(
+            x for x in (gbnf_literal('{"answer": "'), _ANSWER_FIRST, tail, gbnf_literal('"}')) if x
+        )
+        synthesize = gbnf_literal('{"synthesize": true}')
+        opening = gbnf_literal('<tool_call>\n{"name": "' + TOOL_FINAL + '", "arguments": ')
+        r.add("final", f"{opening} ({answer} | {synthesize}) {gbnf_literal(_CALL_END)}")
+        body = f"(final | {calls.strip()})"
+        if b.max_thought_chars > 0:
+            # Reasoning before the calls: any text without "<" (no tag can open inside it).
+            r.add("thought", f"[^<\\x00]{{1,{b.max_thought_chars}}}")
+            body = f"thought? {body}"
+        r.rules["root"] = body
+        return r.text()
+
+    def kind(self, sig: KindSignature) -> str | None:
+        if sig.kind == TOOL_FINAL:
+            return None
+        params = self.params(sig, lambda spec: self.param(sig, spec))
+        if params is None:
+            return None
+        name = json.dumps(sig.kind, ensure_ascii=False)
+        head = gbnf_literal('<tool_call>\n{"name": ' + name + ', "arguments": {"task": ')
+        model = gbnf_literal(', "model": ') if self.pool else ""
+        parts = [head, "task", f"({model} model)?" if model else "", params, gbnf_literal("}" + _CALL_END)]
+        return self.r.add(_rule_name("tool", sig.kind), " ".join(p for p in parts if p))
+
+    def param(self, sig: KindSignature, spec: ParamSpec) -> str | None:
+        if spec.name in ("task", "model"):
+            return None
+        value = self.value(spec)
+        if value is None:
+            return None
+        rule = self.r.add(_rule_name("j", sig.kind, spec.name), value)
+        return f"{gbnf_literal(', ' + json.dumps(spec.name) + ': ')} {rule}"
+
+    def value(self, spec: ParamSpec) -> str | None:
+        return self.json_value(spec, "char")
+
+
 class _XmlGrammar(_Grammar):
     """MAS-Orchestra tags: ``<agent>`` blocks and one ``<edge>`` block, or ``<answer>`` where allowed."""
 
@@ -463,18 +567,15 @@ class _XmlGrammar(_Grammar):
 
     def value(self, spec: ParamSpec) -> str | None:
         # Values are read as JSON (a text that is not JSON stays a string), so strings are quoted.
-        if spec.type in ("int", "float"):
-            return _number(spec, self.bounds)
-        if spec.type == "bool":
-            return '("true" | "false")'
-        if spec.type == "str":
-            if spec.choices:
-                if any("<" in c for c in spec.choices):
-                    return None
-                return _alts([gbnf_literal(json.dumps(c, ensure_ascii=False)) for c in spec.choices])
-            return f'"\\"" jchar{{0,{self.bounds.max_short_chars}}} "\\""'
-        item = self.r.add("jitem", f'"\\"" jchar{{1,{self.bounds.max_short_chars}}} "\\""')
-        return self.list_value(spec, item, ", ")
+        return self.json_value(spec, "jchar")
 
 
-__all__ = ["GrammarDialect", "GrammarLimits", "gbnf_literal", "max_plan_agents", "plan_grammar"]
+__all__ = [
+    "TOOL_FINAL",
+    "GrammarDialect",
+    "GrammarLimits",
+    "gbnf_literal",
+    "max_plan_agents",
+    "plan_grammar",
+    "tool_turn_grammar",
+]

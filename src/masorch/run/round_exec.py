@@ -61,6 +61,8 @@ class RoundsOptions(Sampling):
     tool_costs: Mapping[str, float] = field(default_factory=dict)
     max_units: float | None = None
     faults: ToolFaults | None = None
+    #: decode each orchestrator turn under the tool-call grammar where the backend can
+    constrain: bool = True
 
     @classmethod
     def of(cls, system: System, faults: ToolFaults | None = None) -> RoundsOptions:
@@ -75,6 +77,7 @@ class RoundsOptions(Sampling):
             max_tokens=system.plan_tokens,
             tool_costs=dict(system.tool_costs),
             max_units=system.max_units,
+            constrain=system.constrain,
             **system.sampling(),
             faults=faults,
         )

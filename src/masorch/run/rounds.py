@@ -13,6 +13,7 @@ result and exports as a chat-format record.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Completion, Message, ToolSpec
 from masorch.errors import BudgetExceeded, MasorchError
 from masorch.plan import AgentSpec, Plan
+from masorch.plan.grammar import tool_turn_grammar
 from masorch.prompts import render
 from masorch.run.executor import RoleBackends
 from masorch.run.result import RunResult, RunStatus
@@ -37,7 +39,9 @@ from masorch.run.session import RunSession
 from masorch.run.trajectory import CallOutcome, EndedBy, Trajectory
 from masorch.trace.writer import TraceSink
 
-__all__ = ["PoolEntry", "RoundsOptions", "Stop", "ask", "run_rounds", "synthesize"]
+__all__ = ["PoolEntry", "RoundsOptions", "Stop", "ask", "run_rounds", "synthesize", "turn_grammar"]
+
+logger = logging.getLogger(__name__)
 
 
 async def run_rounds(
@@ -93,13 +97,14 @@ class _Rounds:
         self.session = session
         self.calls = RoundCalls(question, backends, agents, opts, session, retriever, pool)
         self.tools = self.calls.tools
+        self.grammar = turn_grammar(self.calls, opts) if opts.constrain else None
         system = Message("system", self.calls.system_prompt())
         self.messages: list[Message] = [system, Message("user", question)]
 
     async def go(self) -> RunResult:
         for round_no in range(1, self.opts.max_rounds + 1):
             t0 = time.perf_counter()
-            reply = await self._ask(self.orchestrator, self.tools, node=None)
+            reply = await self._ask(self.orchestrator, self.tools, node=None, grammar=self.grammar)
             if isinstance(reply, RunResult):
                 return reply
             calls, problem = reply.tool_calls, ""
@@ -130,10 +135,10 @@ class _Rounds:
         return await self._synthesize()
 
     async def _ask(
-        self, backend: Backend, tools: tuple[ToolSpec, ...], *, node: str | None
+        self, backend: Backend, tools: tuple[ToolSpec, ...], *, node: str | None, grammar: str | None = None
     ) -> Completion | RunResult:
         """One orchestrator-side call under the run deadline; a RunResult when the run must end."""
-        reply = await ask(self.session, backend, self.messages, self.opts, tools, node=node)
+        reply = await ask(self.session, backend, self.messages, self.opts, tools, node=node, grammar=grammar)
         if isinstance(reply, Stop):
             return self._end(reply.status, reply.ended_by, error=reply.error)
         return reply
@@ -189,10 +194,12 @@ async def ask(
     tools: tuple[ToolSpec, ...],
     *,
     node: str | None,
+    grammar: str | None = None,
 ) -> Completion | Stop:
     """One orchestrator-side call (an orchestrator turn, or the synthesis as ``node``) under the run
-    deadline, recorded in ``session``'s ledger; a :class:`Stop` when the run must end."""
-    config = opts.generate_config(max_tokens=opts.max_tokens, tools=tools)
+    deadline, recorded in ``session``'s ledger; a :class:`Stop` when the run must end. ``grammar``
+    constrains an orchestrator turn where the backend can (:func:`turn_grammar`)."""
+    config = opts.generate_config(max_tokens=opts.max_tokens, tools=tools, grammar=grammar)
     who = node or "orchestrator"
     try:
         remaining = session.remaining_s()
@@ -232,6 +239,17 @@ async def synthesize(
         return reply
     messages.append(Message("assistant", reply.text))
     return synthesis_answer(reply.text) or Stop("error", "synthesis", "the synthesis call gave no answer")
+
+
+def turn_grammar(calls: RoundCalls, opts: RoundsOptions) -> str | None:
+    """The grammar of an orchestrator turn over the tools ``calls`` offers: the offered kinds, the
+    pool's model names, at most ``max_calls_per_round`` calls (None, and free decoding, when the
+    catalogue cannot be written in it)."""
+    try:
+        return tool_turn_grammar(calls.catalogue, pool=tuple(calls.pool), max_calls=opts.max_calls_per_round)
+    except ValueError as exc:
+        logger.warning("no tool-call grammar (%s); orchestrator turns decode freely", exc)
+        return None
 
 
 def _spec_of(call: CallOutcome) -> AgentSpec:
