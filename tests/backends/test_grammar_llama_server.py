@@ -84,3 +84,35 @@ async def test_an_unreadable_grammar_is_refused(server_url: str) -> None:
             )
     finally:
         await backend.aclose()
+
+
+async def test_a_rounds_turn_decodes_under_the_tool_call_grammar(server_url: str) -> None:
+    """The tool-call grammar loads in llama.cpp and what it lets through reads back as calls; a
+    turn with tools and the grammar completes, whichever way the model's chat template sends it."""
+    import json
+    import urllib.request
+
+    from masorch.backends.chat import hermes_calls
+    from masorch.plan.grammar import tool_turn_grammar
+    from masorch.run.round_calls import tool_specs
+
+    catalogue = builtin_catalogue()
+    grammar = tool_turn_grammar(catalogue)
+    body = {"prompt": "Question: What is 17 * 23?\nCall a tool.\n", "grammar": grammar, "max_tokens": 120}
+    root = server_url.removesuffix("/v1")
+    request = urllib.request.Request(
+        f"{root}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=240) as reply:
+        choice = json.loads(reply.read())["choices"][0]
+    if choice["finish_reason"] != "length":  # cut off by max_tokens: only the start is in the language
+        assert hermes_calls(choice["text"]) is not None, choice["text"]
+    backend = _backend(server_url)
+    try:
+        ask = [Message("system", "Call tools."), Message("user", "What is 17 * 23?")]
+        completion = await backend.complete(
+            ask, GenerateConfig(max_tokens=16, tools=tool_specs(catalogue), grammar=grammar)
+        )
+    finally:
+        await backend.aclose()
+    assert completion.model.endswith("smollm2")

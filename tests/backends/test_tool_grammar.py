@@ -107,3 +107,14 @@ async def test_a_failed_completion_is_retried_and_samples_are_one_request_each()
     assert [c.tool_calls[0].name for c in three] == ["cot"] * 3
     seeds = [b.get("seed") for b in server.bodies if "prompt" in b][-3:]
     assert sorted(seeds) == [5, 6, 7]
+
+
+async def test_a_server_without_apply_template_decodes_natively() -> None:
+    with LoopbackServer(lambda m: "4") as server:  # under a path prefix, /apply-template is not found
+        backend = OpenAIBackend(
+            "m", base_url=server.base_url.replace("/v1", "/x/v1"), grammar_format="llama.cpp"
+        )
+        assert (await backend.complete(ASK, CONFIG)).text == "4"
+        await backend.aclose()
+    (chat,) = server.bodies
+    assert chat["tools"] and "grammar" not in chat

@@ -59,6 +59,8 @@ def test_written_turns_are_in_the_grammar(text: str) -> None:
         (_call(FINAL_TOOL, '{"answer": " "}'), "blank answer"),
         ("I will just answer: 4", "no call"),
         ("a <b> c " + _call("cot", '{"task": "x"}'), "a tag in the reasoning"),
+        ('Like {"name": "cot"} ' + _call("cot", '{"task": "x"}'), "a JSON call in the reasoning"),
+        ("```json\n" + _call("cot", '{"task": "x"}'), "a code fence in the reasoning"),
     ],
 )
 def test_what_the_grammar_rules_out(text: str, why: str) -> None:

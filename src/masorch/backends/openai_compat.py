@@ -251,9 +251,16 @@ class OpenAIBackend:
         grammar: the text-completion reply, or None when the template writes no Hermes tool calls."""
         base = (self.base_url or "").rstrip("/")
         root = base.removesuffix("/v1")
-        rendered = await self._send_once(
-            {"messages": body["messages"], "tools": body["tools"]}, f"{root}/apply-template"
-        )
+        try:
+            rendered = await self._send_once(
+                {"messages": body["messages"], "tools": body["tools"]}, f"{root}/apply-template"
+            )
+        except _AttemptFailed as failed:
+            if failed.error.code != "backend_not_found":
+                raise
+            self._hermes_template = False
+            self._tool_notice("the server renders no chat template (no /apply-template)")
+            return None
         prompt = rendered.get("prompt") if isinstance(rendered, dict) else None
         if not isinstance(prompt, str):
             raise BackendError(

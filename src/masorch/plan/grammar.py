@@ -473,8 +473,9 @@ class _ToolTurnGrammar(_Grammar):
         r.add("final", f"{opening} ({answer} | {synthesize}) {gbnf_literal(_CALL_END)}")
         body = f"(final | {calls.strip()})"
         if b.max_thought_chars > 0:
-            # Reasoning before the calls: any text without "<" (no tag can open inside it).
-            r.add("thought", f"[^<\\x00]{{1,{b.max_thought_chars}}}")
+            # Reasoning before the calls: text without "<", "{" or "`", so no tag, JSON call or code
+            # fence opens inside it (a model that starts writing a call as JSON must use the tag).
+            r.add("thought", f"[^<{{`\\x00]{{1,{b.max_thought_chars}}}")
             body = f"thought? {body}"
         r.rules["root"] = body
         return r.text()
