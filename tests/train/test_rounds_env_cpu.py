@@ -157,7 +157,9 @@ def test_figures_and_rewards_from_the_environment_state() -> None:
     ]
     rewards = RoundsRewards(RoundsRewardConfig(theta_tool=2))
     logged: dict[str, float] = {}
-    parts = rewards.parts([completion], [env], [[0] * 100], lambda k, v: logged.__setitem__(k, v))
+    parts = asyncio.run(
+        rewards.parts([completion], [env], [[0] * 100], lambda k, v: logged.__setitem__(k, v))
+    )
     f = env.rollout.figures_seen
     assert f is not None and f.undelivered == 1  # the unknown tool `x` never reached the environment
     assert f.calls_per_round == (2,) and f.tools == ("cot", "review") and f.answered
@@ -165,7 +167,7 @@ def test_figures_and_rewards_from_the_environment_state() -> None:
     assert parts == [{"success": 1.0, "protocol": 0.75, "diversity": 1.0, "efficiency": 1.0}]
     funcs = rewards.reward_funcs()
     assert [fn.__name__ for fn in funcs] == ["success", "protocol", "diversity", "efficiency"]
-    assert funcs[1]([completion], environments=[env]) == [0.75]
+    assert asyncio.run(funcs[1]([completion], environments=[env])) == [0.75]
     assert logged["rounds/answered"] == 1.0 and logged["rounds/calls"] == 2.0
 
 
@@ -174,7 +176,7 @@ def test_a_wrong_or_missing_answer_earns_no_success() -> None:
     turn(env, ("final_answer", {"answer": "8"}))
     other = fresh()
     turn(other, ("cot", {"task": "Add."}))
-    parts = RoundsRewards(RoundsRewardConfig()).parts([[], []], [env, other])
+    parts = asyncio.run(RoundsRewards(RoundsRewardConfig()).parts([[], []], [env, other]))
     assert parts[0]["success"] == 0.0 and parts[1]["success"] == 0.0
     assert parts[1]["protocol"] == pytest.approx(0.5)  # one good call, no final answer
 
@@ -304,3 +306,45 @@ def test_the_configured_synthesis_model_reaches_the_setting(tmp_path: Path) -> N
     cfg = rounds_config(tmp_path, masbench).model_copy(update={"synthesis": "local:qwen2.5-coder-0.5b"})
     assert cfg.synthesis == cfg.subagent  # the same model: the sub-agents' backend answers
     assert rounds_setting(cfg, subagent=sub).synthesis is sub
+
+
+def test_a_trajectory_at_the_round_cap_is_closed_by_the_synthesis_model(tmp_path: Path) -> None:
+    """As inference ends a run at the round cap: the reward functions, run together as TRL runs
+    them, close it once (one synthesis call, one log line) and it earns its success reward."""
+    synthesis = ScriptedBackend(["They agree. \\boxed{7}"], name="synth")
+    env = synthesizing(synthesis)
+    for i in range(3):
+        turn(env, ("cot", {"task": f"Add 3 and 4, try {i}."}))
+    assert not env.rollout.answer and env.rollout.rounds == 3
+    completion = [{"role": "assistant", "content": f"Try {i}.", "tool_calls": []} for i in range(3)]
+    rewards = RoundsRewards(RoundsRewardConfig(), log_path=tmp_path / "t.jsonl")
+
+    async def trl() -> list[list[float | None]]:
+        return list(
+            await asyncio.gather(*(f([completion], environments=[env]) for f in rewards.reward_funcs()))
+        )
+
+    success, *_ = asyncio.run(trl())
+    assert success == [1.0] and env.rollout.answer == "7" and env.rollout.synthesized
+    ((messages, _config),) = synthesis.calls  # the turns' texts are in what it read
+    assert [m.content for m in messages if m.role == "assistant"] == ["Try 0.", "Try 1.", "Try 2."]
+    (logged,) = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
+    assert logged["synthesized"] is True and logged["answer"] == "7"
+
+
+def test_only_a_trajectory_that_used_every_round_is_closed_by_a_synthesis() -> None:
+    synthesis = ScriptedBackend(["\\boxed{7}"], name="synth")
+    early = synthesizing(synthesis)
+    turn(early, ("cot", {"task": "Add."}))  # then a turn without calls: TRL stops, no cap reached
+    answered = synthesizing(synthesis)
+    turn(answered, ("final_answer", {"answer": "8"}))
+    alone = fresh()  # no synthesis model
+    for _ in range(3):
+        turn(alone, ("cot", {"task": "Add."}))
+    for env in (early, answered, alone):
+        asyncio.run(env.rollout.close())
+    assert not synthesis.calls and (early.rollout.answer, answered.rollout.answer, alone.rollout.answer) == (
+        "",
+        "8",
+        "",
+    )

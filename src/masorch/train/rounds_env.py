@@ -20,16 +20,20 @@ ledger and the final answer; the reward components read it (:mod:`masorch.train.
 :func:`masorch.run.rounds.synthesize` (same prompt, same parsing); its call is in the rollout's
 ledger like the sub-agents' (its tokens count for the efficiency reward). A synthesis that fails
 ends the trajectory without an answer, its ``final_answer`` call with the failure's status
-(``EXEC_ERR``, ``BUDGET``, ``TIMEOUT`` past ``node_timeout_s``).
+(``EXEC_ERR``, ``BUDGET``, ``TIMEOUT`` past ``node_timeout_s``). A trajectory that used every
+round without a final answer is closed the same way before it is scored (:meth:`Rollout.close`,
+which the reward functions and the verl loop call): the synthesis model answers, as inference does
+at the round cap.
 
 Where training differs from inference: TRL's tool messages carry the tool name, not a
 ``tool_call_id``; the between-rounds note (round done, rounds left, units spent) ends the round's
 last tool message instead of being a user message; a turn without a call ends the trajectory (no
-reminder); after ``final_answer`` TRL generates one more turn, whose calls are refused; the
-synthesis model reads the policy's tool calls and their results but not the text of its turns
-(TRL does not hand it to the environment), and without a synthesis model ``final_answer`` with
-``synthesize: true`` is refused (``FORMAT_ERR``); the round cap ends the trajectory without a
-synthesis (TRL stops generating).
+reminder); after ``final_answer`` TRL generates one more turn, whose calls are refused; a
+synthesis the policy asks for mid-trajectory reads its tool calls and their results but not the
+text of its turns (TRL hands the environment the calls only; the synthesis at the round cap, run
+from the reward functions, gets the texts from the completions, and the verl loop hands them over
+every turn); without a synthesis model ``final_answer`` with ``synthesize: true`` is refused
+(``FORMAT_ERR``) and a trajectory at the round cap ends without an answer.
 """
 
 from __future__ import annotations
@@ -108,6 +112,9 @@ class Rollout:
         self.outside: list[CallOutcome] = []
         self.components: dict[str, float] | None = None
         self.figures_seen: TrajectoryFigures | None = None
+        #: whether the answer was written by the synthesis model (asked for, or at the round cap)
+        self.synthesized = False
+        self._closing: asyncio.Future[None] | None = None
 
     @property
     def rounds(self) -> int:
@@ -160,14 +167,15 @@ class Rollout:
         self.figures_seen = figures
         return dict(self.components)
 
-    async def play_turn(self, calls: Sequence[ToolCall]) -> list[str]:
+    async def play_turn(self, calls: Sequence[ToolCall], text: str = "") -> list[str]:
         """One turn of the policy: a round of tool calls, its ``final_answer``, or calls refused
-        because the trajectory has ended or the round cap is reached; one message per call."""
+        because the trajectory has ended or the round cap is reached; one message per call.
+        ``text``: what the turn wrote beside its calls, where the trainer hands it over."""
         self.turns += 1
         self.delivered += len(calls)
         calls = call_ids(calls, self.rounds + 1)
         texts = await self._play(calls)
-        self.messages.append(Message("assistant", "", tool_calls=tuple(calls)))
+        self.messages.append(Message("assistant", text, tool_calls=tuple(calls)))
         self.messages += [Message("tool", t, tool_call_id=c.id) for c, t in zip(calls, texts, strict=True)]
         return texts
 
@@ -215,23 +223,53 @@ class Rollout:
         texts[-1] = f"{texts[-1]}\n\n{note}"
         return texts
 
-    async def _synthesize(self, call: ToolCall, round_no: int) -> str:
-        """``final_answer`` with ``synthesize: true``: the synthesis model answers from the
-        conversation so far, as at inference; the trajectory ends either way."""
-        assert self.synthesis is not None
+    async def close(self, turn_texts: Sequence[str] = ()) -> None:
+        """End the trajectory before it is scored. One that used every round without a final
+        answer gets one from the synthesis model (if the setting has one), from the whole
+        conversation, as inference ends a run at the round cap. ``turn_texts``: the text of the
+        policy's turns, in order, where the trainer knows them. Idempotent: later calls wait for
+        the first."""
+        if self._closing is None:
+            self._closing = asyncio.ensure_future(self._close(turn_texts))
+        await self._closing
+
+    async def _close(self, turn_texts: Sequence[str]) -> None:
+        if self.ended or self.answer or self.synthesis is None or self.rounds < self.options.max_rounds:
+            return
         self.ended = True
-        # The inference path's conversation at this point: the prompt, the rounds, this call.
-        messages = [*self.messages, Message("assistant", "", tool_calls=(call,))]
+        texts = iter(turn_texts)
+        messages = [
+            Message(m.role, m.content or next(texts, ""), m.tool_calls) if m.role == "assistant" else m
+            for m in self.messages
+        ]
+        got = await self._synthesis(messages, requested=False)
+        if isinstance(got, str):
+            self.answer, self.synthesized = got, True
+
+    async def _synthesis(self, messages: list[Message], *, requested: bool) -> str | Stop:
+        """The synthesis model's answer from ``messages`` within ``node_timeout_s``, or why none."""
+        assert self.synthesis is not None
         session, limit = self.calls.session, self.options.node_timeout_s
         try:
-            got = await asyncio.wait_for(
-                synthesize(session, self.synthesis, messages, self.question, self.options, requested=True),
+            return await asyncio.wait_for(
+                synthesize(
+                    session, self.synthesis, messages, self.question, self.options, requested=requested
+                ),
                 limit,
             )
         except asyncio.TimeoutError:
-            got = Stop("timeout", "timeout", f"synthesis: no reply within {limit:g} s")
+            return Stop("timeout", "timeout", f"synthesis: no reply within {limit:g} s")
+
+    async def _synthesize(self, call: ToolCall, round_no: int) -> str:
+        """``final_answer`` with ``synthesize: true``: the synthesis model answers from the
+        conversation so far, as at inference; the trajectory ends either way."""
+        self.ended = True
+        # The inference path's conversation at this point: the prompt, the rounds, this call.
+        got = await self._synthesis(
+            [*self.messages, Message("assistant", "", tool_calls=(call,))], requested=True
+        )
         if isinstance(got, str):
-            self.answer = got
+            self.answer, self.synthesized = got, True
             return f"status: OK\nfinal answer recorded (written by the synthesis model): {got}"
         status = {"budget": "BUDGET", "timeout": "TIMEOUT"}.get(got.status, "EXEC_ERR")
         outcome = _outcome(call, round_no, 1, got.error, status)

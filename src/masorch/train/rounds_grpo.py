@@ -11,10 +11,11 @@ as a plain Hugging Face checkpoint in ``<output_dir>/final`` (LoRA merged).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ logger = logging.getLogger(__name__)
 #: Every trajectory the policy played and its reward, one JSON line each, in the output directory.
 TRAJECTORIES_FILE = "trajectories.jsonl"
 
-RewardFunc = Callable[..., list[float | None]]
+RewardFunc = Callable[..., Awaitable[list[float | None]]]
 
 
 class RoundsRewards:
@@ -70,7 +71,7 @@ class RoundsRewards:
         weights = self.config.weights()
         return [weights[name] for name in COMPONENTS]
 
-    def parts(
+    async def parts(
         self,
         completions: Sequence[Any],
         environments: Sequence[RoundsEnvironment],
@@ -78,7 +79,11 @@ class RoundsRewards:
         log_metric: Callable[[str, float], None] | None = None,
         step: int = 0,
     ) -> list[dict[str, float]]:
-        """Every component of each trajectory of the batch (computed once per trajectory)."""
+        """Every component of each trajectory of the batch (computed once per trajectory, after
+        :meth:`Rollout.close`, which the component functions TRL runs together share)."""
+        await asyncio.gather(
+            *(env.rollout.close(_turn_texts(completions[i])) for i, env in enumerate(environments))
+        )
         fresh = [env.rollout for env in environments if env.rollout.components is None]
         for i, env in enumerate(environments):
             rollout = env.rollout
@@ -95,7 +100,9 @@ class RoundsRewards:
         return [dict(env.rollout.components or {}) for env in environments]
 
     def _func(self, name: str) -> RewardFunc:
-        def reward(
+        # Async, so that TRL runs it on the event loop of the environments' tools, where a
+        # trajectory at the round cap is closed by its synthesis call.
+        async def reward(
             completions: Sequence[Any],
             environments: Sequence[RoundsEnvironment] = (),
             completion_ids: Sequence[Sequence[int]] | None = None,
@@ -104,7 +111,7 @@ class RoundsRewards:
             **_: Any,
         ) -> list[float | None]:
             step = int(getattr(trainer_state, "global_step", 0) or 0)
-            parts = self.parts(completions, environments, completion_ids, log_metric, step)
+            parts = await self.parts(completions, environments, completion_ids, log_metric, step)
             return [p[name] for p in parts]
 
         reward.__name__ = name
@@ -124,6 +131,7 @@ class RoundsRewards:
                     "id": r.row.get("id", ""),
                     "question": r.question,
                     "answer": r.answer,
+                    "synthesized": r.synthesized,
                     "ground_truth": r.row.get("ground_truth", ""),
                     "reward": trajectory_reward(r.components, weights),
                     "components": r.components,
@@ -150,6 +158,17 @@ class RoundsRewards:
             with self.log_path.open("a", encoding="utf-8") as fh:
                 for rec in records:
                     fh.write(json.dumps(rec) + "\n")
+
+
+def _turn_texts(completion: Any) -> list[str]:
+    """The text of each of the policy's turns in one completion (TRL's assistant messages)."""
+    if not isinstance(completion, Sequence) or isinstance(completion, str):
+        return []
+    return [
+        str(m.get("content") or "")
+        for m in completion
+        if isinstance(m, Mapping) and m.get("role") == "assistant"
+    ]
 
 
 def _trainer_calls(completion: Any) -> int:

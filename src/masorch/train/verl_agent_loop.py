@@ -18,9 +18,11 @@ imports without verl; only the class needs it). Per trajectory it keeps a
    Continuous Token builder, with response mask 0;
 
 until a turn without a call, the ``final_answer`` turn, ``max_rounds + 1`` turns or the response
-length. The trajectory's reward components (:mod:`masorch.train.rounds_rewards`, the final answer
-graded by the row's scorer) go in the output's ``extra_fields`` under
-:data:`masorch.train.verl_reward.ROUNDS_KEY`, which verl's reward loop merges into the
+length; a trajectory that used every round without an answer is then closed by the synthesis
+model (:meth:`Rollout.close`), which reads the text of every turn. The trajectory's reward
+components (:mod:`masorch.train.rounds_rewards`, the final answer graded by the row's scorer) go
+in the output's ``extra_fields`` under :data:`masorch.train.verl_reward.ROUNDS_KEY`, which verl's
+reward loop merges into the
 ``extra_info`` of the reward function (:func:`masorch.train.verl_reward.compute_rounds_score`);
 with ``score_in_loop`` the loop sets ``reward_score`` itself and verl skips its reward loop.
 
@@ -218,7 +220,7 @@ def agent_loop_class() -> type:
                     break
                 calls = [ToolCall(c.name, c.arguments, id=c.tool_call_id or "") for c in parsed]
                 t0 = time.perf_counter()
-                texts = await rollout.play_turn(calls)
+                texts = await rollout.play_turn(calls, content)
                 turns.timing["tool_calls"] += time.perf_counter() - t0
                 if rollout.ended:
                     status = "answered"
@@ -240,6 +242,7 @@ def agent_loop_class() -> type:
         async def _finish(self, rollout: Rollout, turns: _Turns, status: str, output_cls: Any) -> Any:
             prompt_ids, response_ids = turns.split()
             response_ids = response_ids[: self.response_length]
+            await rollout.close()  # at the round cap, the synthesis model answers
             await self.loop.run_in_executor(
                 None,
                 functools.partial(
