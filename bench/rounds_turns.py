@@ -104,9 +104,10 @@ async def _turn(backend: Any, calls: Any, opts: Any, grammar: str | None, questi
     try:
         reply = await backend.complete(messages, config)
     except BackendError as exc:  # a failed call is a result too: no turn
-        return {"well_formed": False, "statuses": {exc.code: 1}, "tools": [], "native": False,
+        return {"well_formed": False, "statuses": {exc.code: 1}, "tools": [], "reply_calls": False,
                 "finish": "error", "tokens": 0, "latency_s": 0.0, "text": ""}  # fmt: skip
-    made, native = reply.tool_calls, bool(reply.tool_calls)
+    # Calls on the reply (native, or read from the grammar's text by the backend) or in its text.
+    made, reply_calls = reply.tool_calls, bool(reply.tool_calls)
     if not made and reply.text.strip():
         made, _problem = calls_in_text(reply.text)
     made = call_ids(made, 1)
@@ -123,7 +124,7 @@ async def _turn(backend: Any, calls: Any, opts: Any, grammar: str | None, questi
         statuses["NO_CALL"] += 1
     return {
         "well_formed": bool(made) and set(statuses) <= {"RUNS", "FINAL"},
-        "statuses": dict(statuses), "tools": [c.name for c in made], "native": native,
+        "statuses": dict(statuses), "tools": [c.name for c in made], "reply_calls": reply_calls,
         "finish": reply.finish, "tokens": reply.usage.completion_tokens,
         "latency_s": round(reply.latency_s, 2), "text": reply.text,
     }  # fmt: skip

@@ -93,26 +93,26 @@ async def test_a_rounds_turn_decodes_under_the_tool_call_grammar(server_url: str
     import urllib.request
 
     from masorch.backends.chat import hermes_calls
-    from masorch.plan.grammar import tool_turn_grammar
+    from masorch.plan.grammar import GrammarLimits, tool_turn_grammar
     from masorch.run.round_calls import tool_specs
 
     catalogue = builtin_catalogue()
-    grammar = tool_turn_grammar(catalogue)
-    body = {"prompt": "Question: What is 17 * 23?\nCall a tool.\n", "grammar": grammar, "max_tokens": 120}
+    # No reasoning and short strings, so that the turn ends well within the token cap.
+    grammar = tool_turn_grammar(catalogue, bounds=GrammarLimits(max_thought_chars=0, max_text_chars=40))
+    body = {"prompt": "Question: What is 17 * 23?\nCall a tool.\n", "grammar": grammar, "max_tokens": 256}
     root = server_url.removesuffix("/v1")
     request = urllib.request.Request(
         f"{root}/v1/completions", json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(request, timeout=240) as reply:
         choice = json.loads(reply.read())["choices"][0]
-    if choice["finish_reason"] != "length":  # cut off by max_tokens: only the start is in the language
-        assert hermes_calls(choice["text"]) is not None, choice["text"]
+    assert choice["finish_reason"] != "length", choice["text"]
+    assert hermes_calls(choice["text"]) is not None, choice["text"]
     backend = _backend(server_url)
-    try:
+    try:  # through the backend: it completes (on this template, which has no <tool_call>, freely)
         ask = [Message("system", "Call tools."), Message("user", "What is 17 * 23?")]
-        completion = await backend.complete(
+        await backend.complete(
             ask, GenerateConfig(max_tokens=16, tools=tool_specs(catalogue), grammar=grammar)
         )
     finally:
         await backend.aclose()
-    assert completion.model.endswith("smollm2")

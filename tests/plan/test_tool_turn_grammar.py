@@ -40,6 +40,7 @@ def _call(name: str, args: str) -> str:
         _call(FINAL_TOOL, '{"answer": "42"}'),
         _call(FINAL_TOOL, '{"synthesize": true}'),
         _call("debate", '{"task": "Is 91 prime?", "roles": ["pro", "con"], "rounds": 2}'),
+        _call("cot", '{"task": "$x^2 = 4$: find x, then $$\\\\frac{x}{2}$$"}'),
     ],
 )
 def test_written_turns_are_in_the_grammar(text: str) -> None:
@@ -52,6 +53,8 @@ def test_written_turns_are_in_the_grammar(text: str) -> None:
         (_call("cot", '{"task": "x"}') + "\n" + _call(FINAL_TOOL, '{"answer": "1"}'), "final beside calls"),
         ("\n".join([_call("cot", '{"task": "x"}')] * 5), "five calls"),
         (_call("cot", '{"task": ""}'), "empty task"),
+        (_call("cot", '{"task": "Solve ${x}^2 = 4"}'), "a reference the round would read"),
+        (_call("cot", '{"task": "${x} first"}'), "a reference first"),
         (_call("cot", '{"n": 3, "task": "x"}'), "task not first"),
         (_call("sc", '{"task": "x", "n": 99}'), "n out of range"),
         (_call("cot", '{"task": "x", "model": "huge"}'), "model not in the pool"),

@@ -316,7 +316,12 @@ def test_a_trajectory_at_the_round_cap_is_closed_by_the_synthesis_model(tmp_path
     for i in range(3):
         turn(env, ("cot", {"task": f"Add 3 and 4, try {i}."}))
     assert not env.rollout.answer and env.rollout.rounds == 3
-    completion = [{"role": "assistant", "content": f"Try {i}.", "tool_calls": []} for i in range(3)]
+    cot = [{"function": {"name": "cot"}}]
+    completion = [{"role": "assistant", "content": f"Try {i}.", "tool_calls": cot} for i in range(3)]
+    # a turn whose only call never reached the environment: its text belongs to no round
+    completion.insert(
+        1, {"role": "assistant", "content": "Lost.", "tool_calls": [{"function": {"name": "x"}}]}
+    )
     rewards = RoundsRewards(RoundsRewardConfig(), log_path=tmp_path / "t.jsonl")
 
     async def trl() -> list[list[float | None]]:
@@ -329,7 +334,15 @@ def test_a_trajectory_at_the_round_cap_is_closed_by_the_synthesis_model(tmp_path
     ((messages, _config),) = synthesis.calls  # the turns' texts are in what it read
     assert [m.content for m in messages if m.role == "assistant"] == ["Try 0.", "Try 1.", "Try 2."]
     (logged,) = [json.loads(line) for line in (tmp_path / "t.jsonl").read_text().splitlines()]
-    assert logged["synthesized"] is True and logged["answer"] == "7"
+    assert logged["synthesized"] is True and logged["answer"] == "7" and logged["synthesis_error"] == ""
+
+
+def test_a_failed_synthesis_at_the_round_cap_is_kept_with_its_reason() -> None:
+    env = synthesizing(ScriptedBackend([BackendError("server down")], name="synth"))
+    for _ in range(3):
+        turn(env, ("cot", {"task": "Add."}))
+    asyncio.run(env.rollout.close())
+    assert not env.rollout.answer and "server down" in env.rollout.synthesis_error
 
 
 def test_only_a_trajectory_that_used_every_round_is_closed_by_a_synthesis() -> None:

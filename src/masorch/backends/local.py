@@ -381,14 +381,15 @@ class LocalBackend:
             completions = await client.complete_n(messages, config, n)
             if n > 1 and self._server is not None:  # the server counted the first only: count the rest
                 live = self._server
+                guessed = [i for i, c in enumerate(completions) if c.usage.estimated]
                 counts = await asyncio.gather(
-                    *(asyncio.to_thread(live.count_tokens, c.text) for c in completions[1:])
+                    *(asyncio.to_thread(live.count_tokens, completions[i].text) for i in guessed)
                 )
-                completions[1:] = [
-                    c if k is None else dataclasses.replace(c, usage=dataclasses.replace(
-                        c.usage, completion_tokens=k, estimated=False))
-                    for c, k in zip(completions[1:], counts, strict=True)
-                ]  # fmt: skip
+                for i, k in zip(guessed, counts, strict=True):
+                    if k is not None:
+                        c = completions[i]
+                        usage = dataclasses.replace(c.usage, completion_tokens=k, estimated=False)
+                        completions[i] = dataclasses.replace(c, usage=usage)
             return completions
         except BackendError as exc:
             server = self._server

@@ -123,7 +123,8 @@ class OpenAIBackend:
     prompt is completed under the grammar (``/v1/completions``), and the ``<tool_call>`` blocks of
     the text become the completion's tool calls, as the chat endpoint would return them. A model
     whose template does not write Hermes ``<tool_call>`` blocks, and every other server, decodes
-    such a call freely with native tools (logged once).
+    such a call freely with native tools (logged once). Such a call's attempt is two requests (the
+    rendering and the completion), counted as one in :attr:`Completion.attempts`.
     """
 
     def __init__(
@@ -255,11 +256,11 @@ class OpenAIBackend:
             rendered = await self._send_once(
                 {"messages": body["messages"], "tools": body["tools"]}, f"{root}/apply-template"
             )
-        except _AttemptFailed as failed:
-            if failed.error.code != "backend_not_found":
+        except _AttemptFailed as failed:  # not llama.cpp's server after all (or a proxy that refuses)
+            if failed.error.code not in ("backend_not_found", "backend_bad_request"):
                 raise
             self._hermes_template = False
-            self._tool_notice("the server renders no chat template (no /apply-template)")
+            self._tool_notice(f"the server renders no chat template (/apply-template: {failed.error.code})")
             return None
         prompt = rendered.get("prompt") if isinstance(rendered, dict) else None
         if not isinstance(prompt, str):
@@ -273,9 +274,17 @@ class OpenAIBackend:
             self._hermes_template = False
             self._tool_notice("the model's chat template asks for no <tool_call> blocks")
             return None
-        self._hermes_template = True
         completion = {k: v for k, v in body.items() if k not in ("messages", "tools")}
-        return await self._send_once({**completion, "prompt": prompt}, f"{base}/completions")
+        try:
+            reply = await self._send_once({**completion, "prompt": prompt}, f"{base}/completions")
+        except _AttemptFailed as failed:
+            if failed.error.code != "backend_not_found":
+                raise
+            self._hermes_template = False
+            self._tool_notice("the server completes no prompt (no /v1/completions)")
+            return None
+        self._hermes_template = True
+        return reply
 
     def _request(self, messages: Sequence[Message], config: GenerateConfig) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -342,13 +351,11 @@ class OpenAIBackend:
             raise UsageError(f"complete_n needs n >= 1, got {n}", hint="ask for one completion or more")
         templated = self._templated(config)
         if templated and n > 1:  # a text completion of a rendered prompt: one request per sample
-            one = [
-                self.complete_n(
-                    messages, dataclasses.replace(config, sample_index=config.sample_index + j), 1
-                )
-                for j in range(n)
-            ]
-            return [c for got in await asyncio.gather(*one) for c in got]
+            samples = []
+            for j in range(n):
+                one = dataclasses.replace(config, sample_index=config.sample_index + j)
+                samples += await self.complete_n(messages, one, 1)
+            return samples
         body = self._request(messages, config)
         if n > 1:
             body["n"] = n

@@ -86,6 +86,11 @@ _REF_STR_CHAR = (
 )
 # The first unit of a direct answer: also no white space (an answer is stripped, never empty).
 _ANSWER_FIRST = f'([^"\\\\<\\x00-\\x1f\\x7f{_SPACES}] | "\\\\" ["\\\\])'
+# The first unit of a rounds task: as _ANSWER_FIRST, and a "$" only as _REF_STR_CHAR allows it.
+_TASK_FIRST = (
+    f'([^"\\\\<$\\x00-\\x1f\\x7f{_SPACES}] | "\\\\" ["\\\\]'
+    ' | "$" "$"? ([^{$"\\\\<\\x00-\\x1f\\x7f] | "\\\\" ["\\\\nt]))'
+)
 # Text between xml tags: anything but "<" (so no tag opens or closes inside it).
 _XML_CHAR = "[^<\\x00]"
 _XML_ANSWER_FIRST = f"[^<\\x00{_SPACES}]"
@@ -458,8 +463,12 @@ class _ToolTurnGrammar(_Grammar):
     def text(self) -> str:
         r, b = self.r, self.bounds
         r.add("char", _STR_CHAR)
-        # A task opens with a character that is not white space: the round refuses a blank one.
-        r.add("task", f'"\\"" {_ANSWER_FIRST} char{{0,{self.task_chars() - 1}}} "\\""')
+        # A task opens with a character that is not white space (the round refuses a blank one), and
+        # never holds "${" (the round reads it as a reference to another agent, and refuses it).
+        r.add("rchar", _REF_STR_CHAR)
+        # A "$" before the closing quote ends LaTeX ("Solve $x^2 = 4$"): rchar puts one only before
+        # another character.
+        r.add("task", f'"\\"" {_TASK_FIRST} rchar{{0,{self.task_chars() - 1}}} ("$" "$"?)? "\\""')
         if self.pool:
             r.add("model", _alts([gbnf_literal(json.dumps(name, ensure_ascii=False)) for name in self.pool]))
         r.add("call", _alts(self.kinds(self.kind)))

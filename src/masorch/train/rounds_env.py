@@ -114,6 +114,8 @@ class Rollout:
         self.figures_seen: TrajectoryFigures | None = None
         #: whether the answer was written by the synthesis model (asked for, or at the round cap)
         self.synthesized = False
+        #: why the synthesis at the round cap gave no answer ("" when it did, or did not run)
+        self.synthesis_error = ""
         self._closing: asyncio.Future[None] | None = None
 
     @property
@@ -223,28 +225,26 @@ class Rollout:
         texts[-1] = f"{texts[-1]}\n\n{note}"
         return texts
 
-    async def close(self, turn_texts: Sequence[str] = ()) -> None:
+    async def close(self, turns: Sequence[tuple[str, Sequence[str]]] = ()) -> None:
         """End the trajectory before it is scored. One that used every round without a final
         answer gets one from the synthesis model (if the setting has one), from the whole
-        conversation, as inference ends a run at the round cap. ``turn_texts``: the text of the
-        policy's turns, in order, where the trainer knows them. Idempotent: later calls wait for
-        the first."""
+        conversation, as inference ends a run at the round cap; why none came is kept in
+        :attr:`synthesis_error`. ``turns``: the text and the tool names of each of the policy's
+        turns, in order, where the trainer knows them (a turn none of whose calls reached the
+        environment is skipped by its names). Idempotent: later calls wait for the first."""
         if self._closing is None:
-            self._closing = asyncio.ensure_future(self._close(turn_texts))
-        await self._closing
+            self._closing = asyncio.ensure_future(self._close(turns))
+        await asyncio.shield(self._closing)
 
-    async def _close(self, turn_texts: Sequence[str]) -> None:
+    async def _close(self, turns: Sequence[tuple[str, Sequence[str]]]) -> None:
         if self.ended or self.answer or self.synthesis is None or self.rounds < self.options.max_rounds:
             return
         self.ended = True
-        texts = iter(turn_texts)
-        messages = [
-            Message(m.role, m.content or next(texts, ""), m.tool_calls) if m.role == "assistant" else m
-            for m in self.messages
-        ]
-        got = await self._synthesis(messages, requested=False)
+        got = await self._synthesis(_with_texts(self.messages, turns), requested=False)
         if isinstance(got, str):
             self.answer, self.synthesized = got, True
+        else:
+            self.synthesis_error = got.error
 
     async def _synthesis(self, messages: list[Message], *, requested: bool) -> str | Stop:
         """The synthesis model's answer from ``messages`` within ``node_timeout_s``, or why none."""
@@ -370,6 +370,28 @@ def _tool_method(spec: ToolSpec) -> Callable[..., Any]:
     tool.__annotations__ = annotations
     tool.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
     return tool
+
+
+def _with_texts(messages: Sequence[Message], turns: Sequence[tuple[str, Sequence[str]]]) -> list[Message]:
+    """``messages`` with the text of each assistant turn filled in from the trainer's ``turns``:
+    an assistant message takes the text of the next trainer turn whose tool names include all of
+    its calls' (turns none of whose calls reached the environment have no message and are passed
+    over).
+
+    >>> from masorch.backends.base import ToolCall
+    >>> said = [Message("assistant", "", (ToolCall("cot", "{}"),)), Message("tool", "4")]
+    >>> [m.content for m in _with_texts(said, [("bad", ["nope"]), ("Add first.", ["cot", "x"])])]
+    ['Add first.', '4']
+    """
+    pending = iter(turns)
+    out = []
+    for m in messages:
+        if m.role == "assistant" and not m.content:
+            names = {c.name for c in m.tool_calls}
+            text = next((t for t, used in pending if names <= set(used)), "")
+            m = Message(m.role, text, m.tool_calls)
+        out.append(m)
+    return out
 
 
 def _outcome(call: ToolCall, round_no: int, i: int, error: str, status: str = "REJECTED") -> CallOutcome:

@@ -132,6 +132,7 @@ class RoundsRewards:
                     "question": r.question,
                     "answer": r.answer,
                     "synthesized": r.synthesized,
+                    "synthesis_error": r.synthesis_error,
                     "ground_truth": r.row.get("ground_truth", ""),
                     "reward": trajectory_reward(r.components, weights),
                     "components": r.components,
@@ -160,15 +161,19 @@ class RoundsRewards:
                     fh.write(json.dumps(rec) + "\n")
 
 
-def _turn_texts(completion: Any) -> list[str]:
-    """The text of each of the policy's turns in one completion (TRL's assistant messages)."""
+def _turn_texts(completion: Any) -> list[tuple[str, list[str]]]:
+    """The text and tool names of each of the policy's turns in one completion (TRL's assistant
+    messages)."""
     if not isinstance(completion, Sequence) or isinstance(completion, str):
         return []
-    return [
-        str(m.get("content") or "")
-        for m in completion
-        if isinstance(m, Mapping) and m.get("role") == "assistant"
-    ]
+    turns = [m for m in completion if isinstance(m, Mapping) and m.get("role") == "assistant"]
+    return [(str(m.get("content") or ""), _call_names(m)) for m in turns]
+
+
+def _call_names(message: Mapping[str, Any]) -> list[str]:
+    calls = message.get("tool_calls") or ()
+    functions = [c.get("function") for c in calls if isinstance(c, Mapping)]
+    return [str(f.get("name", "")) for f in functions if isinstance(f, Mapping)]
 
 
 def _trainer_calls(completion: Any) -> int:
