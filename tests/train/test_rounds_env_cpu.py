@@ -253,9 +253,13 @@ def test_a_synthesis_model_answers_from_the_trajectory_as_at_inference() -> None
     env = synthesizing(synthesis)
     turn(env, ("cot", {"task": "Add 3 and 4."}))
     text = turn(env, ("final_answer", {"synthesize": True}))[0]
-    assert text.startswith("status: OK") and text.endswith(": 7")
+    assert text.startswith("status: OK") and "synthesis model" in text
     rollout = env.rollout
-    assert rollout.answer == "7" and rollout.ended and rollout.rounds == 1
+    assert rollout.ended and not rollout.answer and not synthesis.calls  # it runs at the close
+    late = turn(env, ("cot", {"task": "More?"}))
+    assert late[0].startswith("status: REJECTED")
+    asyncio.run(rollout.close())
+    assert rollout.answer == "7" and rollout.synthesized and rollout.rounds == 1
     # It read the prompt, the round's call and result, and the inference path's synthesis request.
     ((messages, config),) = synthesis.calls
     assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
@@ -268,9 +272,7 @@ def test_a_synthesis_model_answers_from_the_trajectory_as_at_inference() -> None
     assert [e.node for e in entries][-1] == "synthesis"
     figures = rollout.figures(trainer_calls=2, policy_tokens=0)
     assert figures.tokens == rollout.subagent_tokens() > sum(e.usage.total_tokens for e in entries[:-1])
-    assert figures.answered and figures.statuses == ("OK",)
-    late = turn(env, ("cot", {"task": "More?"}))
-    assert late[0].startswith("status: REJECTED")
+    assert figures.answered and figures.statuses == ("OK", "REJECTED")
 
 
 @pytest.mark.parametrize(
@@ -286,17 +288,19 @@ def test_a_failed_synthesis_ends_the_trajectory_with_its_status(
 ) -> None:
     env = synthesizing(ScriptedBackend([reply], name="synth"), **options)
     turn(env, ("cot", {"task": "Add 3 and 4."}))
-    text = turn(env, ("final_answer", {"synthesize": True}))[0]
-    assert text.startswith(f"status: {status}") and "ended without an answer" in text
+    turn(env, ("final_answer", {"synthesize": True}))
     rollout = env.rollout
+    asyncio.run(rollout.close())
     assert rollout.ended and not rollout.answer and rollout.outcomes[-1].status == status
+    assert rollout.synthesis_error and not rollout.synthesized
     assert rollout.figures(trainer_calls=2, policy_tokens=0).statuses[-1] == status
 
 
 def test_a_synthesis_past_the_node_timeout_ends_timeout() -> None:
     env = synthesizing(ScriptedBackend(["\\boxed{7}"], name="slow", delay_s=5.0), node_timeout_s=0.05)
-    text = turn(env, ("final_answer", {"synthesize": True}))[0]
-    assert text.startswith("status: TIMEOUT") and env.rollout.ended and not env.rollout.answer
+    turn(env, ("final_answer", {"synthesize": True}))
+    asyncio.run(env.rollout.close())
+    assert env.rollout.outcomes[-1].status == "TIMEOUT" and env.rollout.ended and not env.rollout.answer
 
 
 def test_the_configured_synthesis_model_reaches_the_setting(tmp_path: Path) -> None:
@@ -361,3 +365,23 @@ def test_only_a_trajectory_that_used_every_round_is_closed_by_a_synthesis() -> N
         "8",
         "",
     )
+
+
+def test_a_synthesis_asked_for_mid_trajectory_reads_the_turns_texts(tmp_path: Path) -> None:
+    """TRL hands the environment the calls only: the reward functions close the trajectory with
+    the completions' texts, so the synthesis final_answer asked for reads every turn, its own too."""
+    synthesis = ScriptedBackend(["\\boxed{7}"], name="synth")
+    env = synthesizing(synthesis)
+    turn(env, ("cot", {"task": "Add 3 and 4."}))
+    turn(env, ("final_answer", {"synthesize": True}))
+    turn(env, ("cot", {"task": "After the end."}))  # TRL's turn after final_answer: refused
+    said = [("Add first.", "cot"), ("Now synthesize.", "final_answer"), ("Extra.", "cot")]
+    completion = [
+        {"role": "assistant", "content": t, "tool_calls": [{"function": {"name": n}}]} for t, n in said
+    ]
+    rewards = RoundsRewards(RoundsRewardConfig(), log_path=tmp_path / "t.jsonl")
+    success = asyncio.run(rewards.reward_funcs()[0]([completion], environments=[env]))
+    assert success == [1.0] and env.rollout.answer == "7" and env.rollout.synthesized
+    ((messages, _config),) = synthesis.calls
+    assert [m.content for m in messages if m.role == "assistant"] == ["Add first.", "Now synthesize."]
+    assert messages[-1].role == "user"  # the synthesis request follows the final_answer turn

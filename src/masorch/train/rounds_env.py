@@ -15,25 +15,26 @@ parallel execution as ``masorch run --mode rounds``) and every call returns its 
 message. The rollout's state (:class:`Rollout`) keeps the rounds, statuses, units, the sub-agent
 ledger and the final answer; the reward components read it (:mod:`masorch.train.rounds_rewards`).
 
-``final_answer`` with ``synthesize: true`` asks the setting's synthesis model (the config's
-``synthesis``) to write the answer from the trajectory, through the inference path's
+``final_answer`` with ``synthesize: true`` ends the trajectory and asks the setting's synthesis
+model (the config's ``synthesis``) to write the answer from it, through the inference path's
 :func:`masorch.run.rounds.synthesize` (same prompt, same parsing); its call is in the rollout's
-ledger like the sub-agents' (its tokens count for the efficiency reward). A synthesis that fails
-ends the trajectory without an answer, its ``final_answer`` call with the failure's status
+ledger like the sub-agents' (its tokens count for the efficiency reward). The synthesis runs when
+the trajectory is closed before it is scored (:meth:`Rollout.close`, which the reward functions
+and the verl loop call), so that it reads the text of every turn, which TRL knows only then;
+the policy, as at inference, never reads the synthesized answer. A synthesis that fails leaves
+the trajectory without an answer, its ``final_answer`` call with the failure's status
 (``EXEC_ERR``, ``BUDGET``, ``TIMEOUT`` past ``node_timeout_s``). A trajectory that used every
-round without a final answer is closed the same way before it is scored (:meth:`Rollout.close`,
-which the reward functions and the verl loop call): the synthesis model answers, as inference does
-at the round cap.
+round without a final answer is closed the same way: the synthesis model answers, as inference
+does at the round cap.
 
 Where training differs from inference: TRL's tool messages carry the tool name, not a
 ``tool_call_id``; the between-rounds note (round done, rounds left, units spent) ends the round's
 last tool message instead of being a user message; a turn without a call ends the trajectory (no
-reminder); after ``final_answer`` TRL generates one more turn, whose calls are refused; a
-synthesis the policy asks for mid-trajectory reads its tool calls and their results but not the
-text of its turns (TRL hands the environment the calls only; the synthesis at the round cap, run
-from the reward functions, gets the texts from the completions, and the verl loop hands them over
-every turn); without a synthesis model ``final_answer`` with ``synthesize: true`` is refused
-(``FORMAT_ERR``) and a trajectory at the round cap ends without an answer.
+reminder); after ``final_answer`` TRL generates one more turn, whose calls are refused; TRL hands
+the environment the calls only, so the reward functions give :meth:`Rollout.close` the turns'
+texts from the completions (the verl loop hands them over every turn); without a synthesis model
+``final_answer`` with ``synthesize: true`` is refused (``FORMAT_ERR``) and a trajectory at the
+round cap ends without an answer.
 """
 
 from __future__ import annotations
@@ -114,8 +115,10 @@ class Rollout:
         self.figures_seen: TrajectoryFigures | None = None
         #: whether the answer was written by the synthesis model (asked for, or at the round cap)
         self.synthesized = False
-        #: why the synthesis at the round cap gave no answer ("" when it did, or did not run)
+        #: why the synthesis gave no answer ("" when it did, or did not run)
         self.synthesis_error = ""
+        # The synthesis final_answer asked for: its call, round and conversation length then.
+        self._requested: tuple[ToolCall, int, int] | None = None
         self._closing: asyncio.Future[None] | None = None
 
     @property
@@ -203,7 +206,9 @@ class Rollout:
                 self.answer, self.ended = answer, True
                 return [f"status: OK\nfinal answer recorded: {answer}"]
             if self.synthesis is not None and wants_synthesis(calls[0]):
-                return [await self._synthesize(calls[0], round_no)]
+                # Run when the trajectory is closed, when every turn's text is known.
+                self.ended, self._requested = True, (calls[0], round_no, len(self.messages))
+                return ["status: OK\nThe synthesis model writes the final answer from this trajectory."]
             outcome = bad_final(calls[0], round_no)
             if "synthesize" in calls[0].arguments:
                 outcome = _outcome(
@@ -226,9 +231,9 @@ class Rollout:
         return texts
 
     async def close(self, turns: Sequence[tuple[str, Sequence[str]]] = ()) -> None:
-        """End the trajectory before it is scored. One that used every round without a final
-        answer gets one from the synthesis model (if the setting has one), from the whole
-        conversation, as inference ends a run at the round cap; why none came is kept in
+        """End the trajectory before it is scored: the synthesis model writes the answer where
+        ``final_answer`` asked for it, or where every round was used without a final answer (as
+        inference ends a run at the round cap), if the setting has one; why none came is kept in
         :attr:`synthesis_error`. ``turns``: the text and the tool names of each of the policy's
         turns, in order, where the trainer knows them (a turn none of whose calls reached the
         environment is skipped by its names). Idempotent: later calls wait for the first."""
@@ -237,6 +242,18 @@ class Rollout:
         await asyncio.shield(self._closing)
 
     async def _close(self, turns: Sequence[tuple[str, Sequence[str]]]) -> None:
+        if self._requested is not None:
+            call, round_no, length = self._requested
+            # The inference path's conversation then: the prompt, the rounds, the final_answer turn.
+            said = _with_texts(self.messages[: length + 1], turns)
+            got = await self._synthesis(said, requested=True)
+            if isinstance(got, str):
+                self.answer, self.synthesized = got, True
+                return
+            self.synthesis_error = got.error
+            status = {"budget": "BUDGET", "timeout": "TIMEOUT"}.get(got.status, "EXEC_ERR")
+            self.outside.append(_outcome(call, round_no, 1, got.error, status))
+            return
         if self.ended or self.answer or self.synthesis is None or self.rounds < self.options.max_rounds:
             return
         self.ended = True
@@ -259,22 +276,6 @@ class Rollout:
             )
         except asyncio.TimeoutError:
             return Stop("timeout", "timeout", f"synthesis: no reply within {limit:g} s")
-
-    async def _synthesize(self, call: ToolCall, round_no: int) -> str:
-        """``final_answer`` with ``synthesize: true``: the synthesis model answers from the
-        conversation so far, as at inference; the trajectory ends either way."""
-        self.ended = True
-        # The inference path's conversation at this point: the prompt, the rounds, this call.
-        got = await self._synthesis(
-            [*self.messages, Message("assistant", "", tool_calls=(call,))], requested=True
-        )
-        if isinstance(got, str):
-            self.answer, self.synthesized = got, True
-            return f"status: OK\nfinal answer recorded (written by the synthesis model): {got}"
-        status = {"budget": "BUDGET", "timeout": "TIMEOUT"}.get(got.status, "EXEC_ERR")
-        outcome = _outcome(call, round_no, 1, got.error, status)
-        self.outside.append(outcome)
-        return f"{outcome.message_text()}\n\nThe trajectory has ended without an answer."
 
 
 class RoundsEnvironment:

@@ -244,7 +244,7 @@ def agent_loop_class() -> type:
         async def _finish(self, rollout: Rollout, turns: _Turns, status: str, output_cls: Any) -> Any:
             prompt_ids, response_ids = turns.split()
             response_ids = response_ids[: self.response_length]
-            await rollout.close()  # at the round cap, the synthesis model answers
+            await rollout.close()  # the synthesis model answers where asked for, or at the round cap
             await self.loop.run_in_executor(
                 None,
                 functools.partial(
