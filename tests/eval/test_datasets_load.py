@@ -108,6 +108,9 @@ def test_load_from_cache_with_limit_and_seeded_sample(tmp_path):
     }
     assert len(seeds) > 1
     assert load("math500-subset", cache_dir=tmp_path, sample=10) == everything
+    # skip leaves out the first samples before limit and sample apply (items 1.. of the file)
+    assert load("math500-subset", cache_dir=tmp_path, skip=1, limit=1) == everything[1:2]
+    assert set(load("math500-subset", cache_dir=tmp_path, skip=1, sample=1, seed=3)) <= set(everything[1:])
 
 
 def test_load_environment_cache(tmp_path, monkeypatch):
@@ -132,6 +135,8 @@ def test_hotpotqa_is_not_pulled_without_its_corpus(tmp_path):
 def test_negative_limit_is_a_usage_error(tmp_path):
     with pytest.raises(UsageError, match="limit must be >= 0"):
         load("aime24", cache_dir=tmp_path, limit=-1)
+    with pytest.raises(UsageError, match="skip must be >= 0"):
+        load("aime24", cache_dir=tmp_path, skip=-1)
 
 
 def test_hub_source_needs_the_data_extra_or_the_network(tmp_path, monkeypatch):

@@ -216,3 +216,17 @@ def test_scorer_aliases_map_onto_the_one_registry(tmp_path: Path) -> None:
     assert isinstance(result.exception, UsageError) and "needs --judge-model" in str(result.exception)
     with pytest.raises(UsageError, match="unknown scorer"):
         resolve(str(data), scorer="bleu")
+
+
+def test_skip_leaves_out_the_first_rows_and_keeps_their_ids(tmp_path: Path) -> None:
+    rows = [{"id": f"r{i}", "question": f"What is {i} plus 1?", "answer": str(i + 1)} for i in range(5)]
+    path = _write(tmp_path / "own.jsonl", rows)
+    source = resolve(str(path), scorer="exact", skip=2, limit=2)
+    assert [s.answer for s in source.samples] == ["3", "4"]
+    assert [s.id for s in source.samples] == [s.id for s in resolve(str(path), scorer="exact").samples][2:4]
+    release = tmp_path / "test-00000-of-00001.parquet"
+    pq.write_table(pa.Table.from_pylist(_release_rows("depth", 3)), release)
+    skipped = resolve(str(release), skip=4)  # records 4 and 5: depth 3's last two
+    assert [s.id for s in skipped.samples] == ["depth/3/4", "depth/3/5"]
+    with pytest.raises(UsageError, match="skip must be >= 0"):
+        resolve(str(path), scorer="exact", skip=-1)

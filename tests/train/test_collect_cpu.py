@@ -347,3 +347,13 @@ def test_cli_collect_with_progress(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "kept 2 of 3 questions" in result.output and "collect" in result.output
     assert (tmp_path / "cli" / DATASET_FILE).is_file()
+
+
+def test_a_data_part_can_skip_its_first_questions(tmp_path: Path) -> None:
+    from masorch.train.collect import questions
+
+    part = DataConfig(spec=str(data_file(tmp_path)), scorer="exact", skip=1, limit=1)
+    cfg = config(tmp_path, data=[part])
+    assert [q.sample.question for q in questions(cfg)] == ["What is 7*6?"]
+    with pytest.raises(UsageError, match="skip must be greater than or equal to 0"):
+        DataConfig(spec="x", skip=-1)

@@ -100,12 +100,14 @@ def resolve(
     limit: int | None = None,
     sample: int | None = None,
     seed: int = 0,
+    skip: int = 0,
     cache_dir: Path | None = None,
     fields: FieldMap | None = None,
     scorer: str | None = None,
 ) -> DataSource:
     """The data source ``spec`` names (see the module docs), graded by ``scorer`` or its own.
 
+    ``skip`` leaves out the first N samples (records, for MASBench) before the others apply;
     ``limit`` keeps the first N samples (per axis value for MASBench); ``sample`` a seeded random N.
     Plain rows have no scorer of their own: they need ``scorer`` (``em``/``judge`` name
     ``exact``/``llm_judge``). ``fields`` names their question, answer and id columns.
@@ -113,10 +115,12 @@ def resolve(
     chosen = canonical_scorer(scorer) if scorer is not None else None
     if spec in DATASETS:
         ds = get_spec(spec)
-        samples = load(spec, limit=limit, sample=sample, seed=seed, cache_dir=cache_dir)
+        samples = load(spec, limit=limit, sample=sample, seed=seed, skip=skip, cache_dir=cache_dir)
         corpus = corpus_path(cache_dir) if spec == "hotpotqa" else None
         return DataSource(spec, tuple(samples), chosen or ds.scorer, corpus, origin=f"dataset:{spec}")
-    rows_of = _Rows(limit, sample, seed, fields or FieldMap(), chosen)
+    if skip < 0:
+        raise UsageError(f"skip must be >= 0, got {skip}", code="bad_argument")
+    rows_of = _Rows(limit, sample, seed, fields or FieldMap(), chosen, skip)
     if spec.startswith(PREFIX):
         rows = load_hub_rows(parse_hf_spec(spec), spec, cache_root(cache_dir) / HUB_CACHE)
         return rows_of.source(spec, rows, f"hub:{spec.removeprefix(PREFIX)}", spec)
@@ -131,7 +135,7 @@ def resolve(
         rows = read_rows(path)
         if not _masbench_export(rows):
             return rows_of.source(path.stem, rows, f"file:{path}", str(path))
-    records = _masbench_groups(read_masbench(path), limit)
+    records = _masbench_groups(read_masbench(path)[skip:], limit)
     name = "masbench:" + (path.stem if path.is_file() else path.name)
     samples = _select([masbench_sample(r, name) for r in records], None, sample, seed)
     return DataSource(name, tuple(samples), chosen or "masbench", None, origin=f"file:{path}")
@@ -152,6 +156,7 @@ class _Rows:
     seed: int
     fields: FieldMap
     scorer: str | None
+    skip: int = 0
 
     def source(self, label: str, rows: list[dict[str, Any]], origin: str, where: str) -> DataSource:
         if not rows:
@@ -166,11 +171,11 @@ class _Rows:
                     hint="pass --scorer: math, exact (em), f1, llm_judge (judge, with --judge-model)",
                     code="scorer_required",
                 )
-            samples = plain_samples(rows, self.fields, label, where)
+            samples = plain_samples(rows, self.fields, label, where)[self.skip :]
             samples = _select(samples, self.limit, self.sample, self.seed)
             return DataSource(label, tuple(samples), self.scorer, None, origin=origin)
         name = label if label.startswith(PREFIX) else f"masbench:{label}"
-        grouped = _masbench_groups(rows, self.limit)
+        grouped = _masbench_groups(rows[self.skip :], self.limit)
         if kind == "masbench":
             made = [masbench_sample(r, name) for r in grouped]
         else:

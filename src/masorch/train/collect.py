@@ -96,6 +96,7 @@ def questions(cfg: CollectConfig) -> list[Question]:
             limit=part.limit,
             sample=part.sample,
             seed=part.seed,
+            skip=part.skip,
             cache_dir=cache_dir,
             scorer=part.scorer,
         )

@@ -28,6 +28,9 @@ class DataConfig(ConfigModel):
             "(`masorch bench make --split train`), your .jsonl/.parquet/.csv, or hf:NAME[:CONFIG][:SPLIT]"
         ),
     )
+    skip: int = Field(
+        default=0, ge=0, description="leave out the first N questions (MASBench: records), before the rest"
+    )
     limit: int | None = Field(
         default=None, description="keep the first N questions (per axis value for MASBench)"
     )

