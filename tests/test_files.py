@@ -31,12 +31,16 @@ def bomb(levels: int = 9, width: int = 9) -> str:
 def test_an_alias_bomb_is_rejected_fast_and_small(tmp_path):
     path = tmp_path / "bomb.yaml"
     path.write_text(bomb())
-    tracemalloc.start()
-    start = time.perf_counter()
-    for load in (load_yaml_file, load_config, load_systems_file):
+    loaders = (load_yaml_file, load_config, load_systems_file)
+    for load in loaders:  # once first, so that lazy imports are not counted
         with pytest.raises(UsageError, match="expands to more than"):
             load(path)
-    elapsed = time.perf_counter() - start
+    tracemalloc.start()
+    start = time.process_time()  # CPU time: another job on the machine does not count
+    for load in loaders:
+        with pytest.raises(UsageError, match="expands to more than"):
+            load(path)
+    elapsed = time.process_time() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert elapsed < 2
