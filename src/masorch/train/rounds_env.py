@@ -243,25 +243,21 @@ class Rollout:
 
     async def _close(self, turns: Sequence[tuple[str, Sequence[str]]]) -> None:
         if self._requested is not None:
-            call, round_no, length = self._requested
             # The inference path's conversation then: the prompt, the rounds, the final_answer turn.
-            said = _with_texts(self.messages[: length + 1], turns)
-            got = await self._synthesis(said, requested=True)
-            if isinstance(got, str):
-                self.answer, self.synthesized = got, True
-                return
-            self.synthesis_error = got.error
-            status = {"budget": "BUDGET", "timeout": "TIMEOUT"}.get(got.status, "EXEC_ERR")
-            self.outside.append(_outcome(call, round_no, 1, got.error, status))
+            said = self.messages[: self._requested[2] + 1]
+        elif self.ended or self.answer or self.synthesis is None or self.rounds < self.options.max_rounds:
             return
-        if self.ended or self.answer or self.synthesis is None or self.rounds < self.options.max_rounds:
-            return
-        self.ended = True
-        got = await self._synthesis(_with_texts(self.messages, turns), requested=False)
+        else:
+            self.ended, said = True, self.messages
+        got = await self._synthesis(_with_texts(said, turns), requested=self._requested is not None)
         if isinstance(got, str):
             self.answer, self.synthesized = got, True
-        else:
-            self.synthesis_error = got.error
+            return
+        self.synthesis_error = got.error
+        if self._requested is not None:
+            call, round_no, _ = self._requested
+            status = {"budget": "BUDGET", "timeout": "TIMEOUT"}.get(got.status, "EXEC_ERR")
+            self.outside.append(_outcome(call, round_no, 1, got.error, status))
 
     async def _synthesis(self, messages: list[Message], *, requested: bool) -> str | Stop:
         """The synthesis model's answer from ``messages`` within ``node_timeout_s``, or why none."""
