@@ -297,6 +297,8 @@ def main() -> None:
         action="store_true",
         help="Development questions (MASBench train split, math500 from 200), never the 80.",
     )
+    parser.add_argument("--math-only", action="store_true",
+                        help="Phase runs: the math500 questions only (docs/run.md).")  # fmt: skip
     parser.add_argument("--cells", default="constrained-high,constrained-low,free-high,free-low",
                         help="Plan-phase cells in order, DECODING-DOM, comma-separated.")  # fmt: skip
     args = parser.parse_args()
@@ -311,7 +313,7 @@ def main() -> None:
         )
     if args.phase == "runs":
         for model in models:
-            run(args.out, model, data, args)
+            run(args.out, model, data[1:] if args.math_only else data, args)
     plan_report(args.out, args.dev)
     report(args.out, models)
 

@@ -6,6 +6,7 @@ through a record/replay cache, so the study can span several sittings and a re-r
 
     python bench/study/sas_vs_mas.py --out runs/study1            # run (resumable) + report
     python bench/study/sas_vs_mas.py --out runs/study1 --report   # the report of what has run
+    python bench/study/sas_vs_mas.py --out runs/study1 --first math500-subset  # that cell first
 
 Data: the MASBench test split (seed 3) at depth, parallel and robustness values 2 and 4, 20 tasks
 per cell, and the first 40 math500-subset problems; the same samples for every system (paired).
@@ -50,6 +51,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("runs/study1"))
     parser.add_argument("--report", action="store_true", help="Only print the report of what has run.")
     parser.add_argument("--concurrency", type=int, default=2, help="Samples in flight (and server slots).")
+    parser.add_argument("--first", action="append", default=[],
+                        help="Run this dataset's samples first (order only): math500-subset.")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     run_dir = args.out / "eval"
@@ -61,6 +64,8 @@ def main() -> None:
         command += ["--limit", "40", "--out", str(run_dir), "--concurrency", str(args.concurrency)]
         command += ["--slots", str(args.concurrency), "--cache", str(args.out / "cache.sqlite")]
         command += ["--max-tokens", "768"]
+        for name in args.first:
+            command += ["--first", name]
         if (run_dir / "log.jsonl").exists():
             command.append("--resume")
         _masorch(*command)

@@ -170,6 +170,32 @@ systems:
     assert "did you mean 'model'" in (caught.value.hint or "")
 
 
+def test_first_runs_a_dataset_before_the_others_and_a_resume_keeps_its_records(tmp_path: Path) -> None:
+    depth = resolve(str(write_sums(tmp_path / "d.jsonl", 2, values=(2, 4))))
+    breadth = resolve(str(write_sums(tmp_path / "b.jsonl", 2, axis="breadth")))
+    systems = parse_systems("sas:cot", model="scripted:m")
+    first = EvalOptions(concurrency=1, first=("masbench:b",))
+    evaluate(systems, [depth, breadth], tmp_path / "o", options=first, env_spec=_env())
+    _, records = RunLog.read(tmp_path / "o")
+    assert [r["sample_id"] for r in records] == [
+        "sum-breadth-2-0", "sum-breadth-2-1",
+        "sum-depth-2-0", "sum-depth-4-0", "sum-depth-2-1", "sum-depth-4-1",
+    ]  # fmt: skip
+    # the order is not part of the run: the same run resumed without --first finds every sample done
+    resumed = EvalOptions(resume=True)
+    tally = evaluate(systems, [depth, breadth], tmp_path / "o", options=resumed, env_spec=_env())
+    assert tally.done == tally.total == 6 and len(RunLog.read(tmp_path / "o")[1]) == 6
+
+
+def test_first_with_an_unknown_dataset_names_the_known_ones_and_writes_nothing(tmp_path: Path) -> None:
+    depth = resolve(str(write_sums(tmp_path / "d.jsonl", 2)))
+    systems = parse_systems("sas:cot", model="scripted:m")
+    with pytest.raises(UsageError) as err:
+        evaluate(systems, [depth], tmp_path / "o", options=EvalOptions(first=("math500",)), env_spec=_env())
+    assert "math500" in str(err.value) and "masbench:d" in (err.value.hint or "")
+    assert not (tmp_path / "o" / "log.jsonl").exists()
+
+
 def test_cli_run_writes_log_report_and_resumes(tmp_path: Path) -> None:
     data = write_sums(tmp_path / "s.jsonl", 4, values=(2, 3))
     app = typer.Typer()

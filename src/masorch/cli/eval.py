@@ -124,6 +124,12 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         ),
         concurrency: int = typer.Option(8, "--concurrency", min=1, help="Samples in flight."),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
+        first: list[str] = typer.Option(  # noqa: B008
+            [],
+            "--first",
+            help="Run this dataset's samples before the others (its name in the log, e.g. "
+            "math500-subset or masbench:depth; repeatable). Changes the order only.",
+        ),
         retry_failed: bool = typer.Option(
             False, "--retry-failed", help="With --resume: rerun failed samples."
         ),
@@ -217,6 +223,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             concurrency=concurrency,
             resume=resume,
             retry_failed=retry_failed,
+            first=tuple(first),
             traces=traces,
             use_ray=ray is not None,
             ray_address=None if ray in (None, "local") else ray,

@@ -112,7 +112,8 @@ class TraceFile:
 
 @dataclass(frozen=True)
 class EvalOptions:
-    """How a run goes: ``concurrency`` items in flight, resume, retries of failures, traces, Ray."""
+    """How a run goes: ``concurrency`` items in flight, resume, retries of failures, traces, Ray, and
+    the datasets whose items run ``first`` (:func:`~masorch.eval.item.work_items`)."""
 
     concurrency: int = 8
     resume: bool = False
@@ -120,6 +121,7 @@ class EvalOptions:
     traces: bool = True
     ray_address: str | None = None
     use_ray: bool = False
+    first: tuple[str, ...] = ()
 
 
 def evaluate(
@@ -144,9 +146,10 @@ def evaluate(
         "datasets": [src.describe() for src in sources],
         "started": time.time(),
     }
+    every = work_items(systems, sources, opts.first)  # a bad --first fails before the log is touched
     with RunLog.create(out, header, resume=opts.resume) as log:
         done = log.done_keys(retry_failed=opts.retry_failed)
-        items = [i for i in work_items(systems, sources) if i.key not in done]
+        items = [i for i in every if i.key not in done]
         tally = Tally(total=len(items) + len(done))
         for rec in log.records:
             if rec["key"] in done:

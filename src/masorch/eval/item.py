@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from masorch.errors import UsageError
 from masorch.eval.datasets import Sample
 from masorch.eval.log import HARNESS_FAILED, sample_key
 from masorch.eval.record import EvalRecord
@@ -52,13 +53,19 @@ class WorkItem:
         return sample_key(self.system.name, self.dataset, self.sample.id)
 
 
-def work_items(systems: Sequence[System], sources: Sequence[DataSource]) -> list[WorkItem]:
+def work_items(
+    systems: Sequence[System], sources: Sequence[DataSource], first: Sequence[str] = ()
+) -> list[WorkItem]:
     """Every (system, sample) pair, in an order whose every prefix covers every cell evenly.
 
     A cell is a dataset, or one (axis, value) of a MASBench file. The cells take turns, one sample
     each (the first sample of every cell, then the second of every cell, ...), and all systems run
     on a sample before the next one starts, so an evaluation stopped part way (and resumed later)
     has paired results spread over every cell rather than the whole of the first dataset.
+
+    ``first`` names datasets (as records name them: ``math500-subset``, ``masbench:depth``) whose
+    items run before the others, in that order; within them and among the rest the order above
+    holds. It changes the order only, never what runs. An unknown name is a UsageError.
     """
     cells: dict[tuple[int, Any, Any], list[tuple[DataSource, Sample]]] = {}
     for index, src in enumerate(sources):
@@ -66,12 +73,21 @@ def work_items(systems: Sequence[System], sources: Sequence[DataSource]) -> list
             cell = (index, sample.meta.get("axis"), sample.meta.get("value"))
             cells.setdefault(cell, []).append((src, sample))
     turns = itertools.zip_longest(*cells.values())
-    return [
+    items = [
         WorkItem(system, src.name, sample, src.scorer, src.corpus)
         for turn in turns
         for src, sample in (pair for pair in turn if pair is not None)
         for system in systems
     ]
+    names = list(dict.fromkeys(src.name for src in sources))
+    unknown = [name for name in first if name not in names]
+    if unknown:
+        raise UsageError(
+            f"--first names no dataset of this run: {', '.join(unknown)}",
+            hint=f"use one of: {', '.join(names)}",
+        )
+    rank = {name: i for i, name in enumerate(dict.fromkeys(first))}
+    return sorted(items, key=lambda item: rank.get(item.dataset, len(rank)))  # stable: order kept
 
 
 async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], list[Event]]:
