@@ -40,13 +40,21 @@ class SumModel:
     """A picklable responder: plans one cot agent when asked to orchestrate, else answers the sum.
 
     It answers wrongly when the item number is divisible by ``wrong_every`` (so accuracy is known),
-    and raises a backend error on items listed in ``fail_items``.
+    raises a backend error on items listed in ``fail_items``, and reports its answer to the items in
+    ``cut_items`` as stopped at the token cap (finish ``length``).
     """
 
-    def __init__(self, wrong_every: int = 0, fail_items: Sequence[int] = (), plan_kind: str = "cot") -> None:
+    def __init__(
+        self,
+        wrong_every: int = 0,
+        fail_items: Sequence[int] = (),
+        plan_kind: str = "cot",
+        cut_items: Sequence[int] = (),
+    ) -> None:
         self.wrong_every = wrong_every
         self.fail_items = tuple(fail_items)
         self.plan_kind = plan_kind
+        self.cut_items = tuple(cut_items)
 
     def __call__(self, messages: Sequence[Message], config: GenerateConfig) -> str | Completion:
         if config.tools:
@@ -63,7 +71,8 @@ class SumModel:
         value = (int(match.group(1)) + int(match.group(2))) % 23
         if self.wrong_every and item % self.wrong_every == 0:
             value = (value + 1) % 23
-        return f"Adding the numbers.\n\\boxed{{{value}}}"
+        text = f"Adding the numbers.\n\\boxed{{{value}}}"
+        return Completion(text=text, finish="length") if item in self.cut_items else text
 
 
 def _rounds_turn(messages: Sequence[Message]) -> Completion:

@@ -196,6 +196,24 @@ def test_first_with_an_unknown_dataset_names_the_known_ones_and_writes_nothing(t
     assert not (tmp_path / "o" / "log.jsonl").exists()
 
 
+def test_calls_cut_at_their_token_cap_are_counted_per_record_and_reported(tmp_path: Path) -> None:
+    from masorch.eval.report import write_report
+
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 4)))
+    systems = parse_systems("sas:cot,mas:low", model="scripted:m")
+    evaluate(systems, [data], tmp_path / "o", env_spec=_env(cut_items=(1,)))
+    _, records = RunLog.read(tmp_path / "o")
+    cut = {(r["system"], r["sample_id"]): r["truncated_calls"] for r in records}
+    assert cut[("sas:cot", "sum-depth-2-1")] == cut[("mas:low", "sum-depth-2-1")] == 1
+    assert sum(cut.values()) == 2  # the plan calls and the other items stopped on their own
+    report = write_report(tmp_path / "o", plots=False).read_text()
+    assert "| cut % |" in report
+    cells = [line.split(" | ") for line in report.splitlines()]
+    rows = {c[0]: " | ".join(c) for c in cells if len(c) > 2 and c[1] == "4"}  # n = 4: accuracy rows
+    assert "| 1.0 | 25 |" in rows["| sas:cot"]  # 1 call a sample; 1 of 4 calls cut
+    assert "| 2.0 | 12 |" in rows["| mas:low"]  # a plan and a cot answer a sample; 1 of 8 cut
+
+
 def test_cli_run_writes_log_report_and_resumes(tmp_path: Path) -> None:
     data = write_sums(tmp_path / "s.jsonl", 4, values=(2, 3))
     app = typer.Typer()

@@ -31,7 +31,7 @@ from masorch.run.result import RunResult
 from masorch.run.system import System
 from masorch.score.registry import reads_reply
 from masorch.score.scorer import Score, score_async
-from masorch.trace.events import Event
+from masorch.trace.events import Event, LlmCall
 from masorch.trace.writer import CallbackSink
 
 logger = logging.getLogger(__name__)
@@ -133,6 +133,7 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         rounds=len(trajectory.rounds) if trajectory is not None else None,
         units=trajectory.units if trajectory is not None else 0.0,
         tool_statuses=trajectory.statuses() if trajectory is not None else {},
+        truncated_calls=sum(isinstance(e, LlmCall) and e.finish == "length" for e in events),
         worker=f"{socket.gethostname()}:{os.getpid()}",
     )
     return record.to_json(), events

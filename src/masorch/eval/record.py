@@ -57,6 +57,8 @@ class EvalRecord:
     rounds: int | None = None
     units: float = 0.0
     tool_statuses: Mapping[str, int] = field(default_factory=dict)
+    #: LLM calls of the run whose reply stopped at its token cap (None: a record from before the count)
+    truncated_calls: int | None = None
     worker: str = ""
     finished_at: float = field(default_factory=time.time)
     version: int = RECORD_VERSION

@@ -37,15 +37,17 @@ def _money(x: float) -> str:
 
 def _table(cells: Sequence[CellStats], first: str) -> list[str]:
     lines = [
-        f"| {first} | n | accuracy % [95% CI] | mean score | calls | tokens | cost $ | wall s | not ok |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---|",
+        f"| {first} | n | accuracy % [95% CI] | mean score | calls | cut % | tokens | cost $ | wall s "
+        "| not ok |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for c in cells:
         label = c.system if first == "system" else f"{c.value} · {c.system}"
         bad = ", ".join(f"{s} {n}" for s, n in sorted(c.statuses.items()) if s != "ok") or "0"
+        cut = "-" if c.truncated is None else f"{100 * c.truncated:.0f}"
         lines.append(
-            f"| {label} | {c.n} | {c.accuracy.format()} | {c.score:.3f} | {c.calls:.1f} | {c.tokens:.0f} "
-            f"| {_money(c.cost)} | {c.wall_s:.2f} | {bad} |"
+            f"| {label} | {c.n} | {c.accuracy.format()} | {c.score:.3f} | {c.calls:.1f} | {cut} "
+            f"| {c.tokens:.0f} | {_money(c.cost)} | {c.wall_s:.2f} | {bad} |"
         )
     return lines
 
@@ -77,7 +79,8 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
     out += [
         "",
         "Accuracy counts every finished sample (a run that did not end ok is wrong); intervals are "
-        "95 % percentile bootstraps; calls, tokens, cost and wall time are means per sample. Paired "
+        "95 % percentile bootstraps; calls, tokens, cost and wall time are means per sample; cut % "
+        "is the share of LLM calls whose reply stopped at its token cap. Paired "
         "differences resample the same samples for both systems.",
     ]
     for dataset in summary.datasets:

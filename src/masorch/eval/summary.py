@@ -28,6 +28,8 @@ class CellStats:
     cost: float
     wall_s: float
     statuses: Mapping[str, int] = field(default_factory=dict)
+    #: Share of the LLM calls whose reply stopped at its token cap (None: no record counted them).
+    truncated: float | None = None
 
     @property
     def n(self) -> int:
@@ -84,7 +86,21 @@ def _cell(
         cost=mean([float(r.get("cost") or 0.0) for r in recs]),
         wall_s=mean([float(r.get("wall_s") or 0.0) for r in recs]),
         statuses=dict(Counter(str(r.get("status")) for r in recs)),
+        truncated=_truncated(recs),
     )
+
+
+def _truncated(recs: Sequence[Mapping[str, Any]]) -> float | None:
+    """The share of calls cut at their token cap, over the records that counted them.
+
+    >>> _truncated([{"calls": 4, "truncated_calls": 1}, {"calls": 1, "truncated_calls": 0}, {"calls": 3}])
+    0.2
+    >>> _truncated([{"calls": 3}]) is None
+    True
+    """
+    counted = [r for r in recs if r.get("truncated_calls") is not None]
+    calls = sum(int(r.get("calls") or 0) for r in counted)
+    return sum(int(r["truncated_calls"]) for r in counted) / calls if calls else None
 
 
 def summarize(

@@ -163,6 +163,7 @@ class RunSession:
             cached=record.cached,
             attempts=record.attempts,
             error=record.error,
+            finish=completion.finish if completion is not None else "",
             messages=[{"role": m.role, "content": m.content} for m in messages],
             response=completion.text if completion is not None else "",
             tool_calls=[

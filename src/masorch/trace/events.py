@@ -120,6 +120,7 @@ class LlmCall(EventBase):
     cached: bool = False
     attempts: int = 1
     error: str = ""
+    finish: str = Field(default="", description="why the reply ended: stop, length (the token cap), ...")
     messages: list[dict[str, str]] = Field(default_factory=list, description="the request: role and content")
     response: str = Field(default="", description="the reply's text ('' for a failed call)")
     tool_calls: list[dict[str, str]] = Field(default_factory=list, description="the reply's tool calls")
