@@ -313,7 +313,7 @@ def main() -> None:
         )
     if args.phase == "runs":
         for model in models:
-            run(args.out, model, data[1:] if args.math_only else data, args)
+            run(args.out, model, [d for d in data if d == "math500-subset"] if args.math_only else data, args)
     plan_report(args.out, args.dev)
     report(args.out, models)
 
