@@ -8,6 +8,11 @@ through a record/replay cache, so the study can span several sittings and a re-r
     python bench/study/sas_vs_mas.py --out runs/study1 --report   # the report of what has run
     python bench/study/sas_vs_mas.py --out runs/study1 --first math500-subset  # that cell first
 
+The records (the eval log: one JSON line per finished run, no cache, no traces) are results, kept in
+git at bench/study/records/study1.jsonl: every report copies the log there, and a run on a machine
+without ``--out``'s log starts from that copy, so a new machine resumes the study instead of
+starting it again (``--records ''`` turns both off).
+
 Data: the MASBench test split (seed 3) at depth, parallel and robustness values 2 and 4, 20 tasks
 per cell, and the first 40 math500-subset problems; the same samples for every system (paired).
 """
@@ -15,6 +20,7 @@ per cell, and the first 40 math500-subset problems; the same samples for every s
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +50,24 @@ def make_data(out: Path) -> list[str]:
     return [*data, "--data", "math500-subset"]
 
 
+def seed_log(run_dir: Path, records: Path | None) -> None:
+    """Start ``run_dir``'s log from the kept records when this machine has no log of its own."""
+    log = run_dir / "log.jsonl"
+    if records is not None and records.exists() and not log.exists():
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(records, log)
+        print(f"resuming from the kept records {records}", flush=True)
+
+
+def keep_log(run_dir: Path, records: Path | None) -> None:
+    """Copy ``run_dir``'s log to the kept records (the file to commit at the end of a sitting)."""
+    log = run_dir / "log.jsonl"
+    if records is not None and log.exists():
+        records.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log, records)
+        print(f"records kept in {records}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -53,9 +77,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=2, help="Samples in flight (and server slots).")
     parser.add_argument("--first", action="append", default=[],
                         help="Run this dataset's samples first (order only): math500-subset.")  # fmt: skip
+    parser.add_argument("--records", default=str(HERE / "records" / "study1.jsonl"),
+                        help="The log's copy kept in git ('' for none).")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     run_dir = args.out / "eval"
+    records = Path(args.records) if args.records else None
+    seed_log(run_dir, records)
     if not args.report:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout
         with (args.out / "commits.txt").open("a") as sink:  # the code each sitting ran
@@ -68,7 +96,12 @@ def main() -> None:
             command += ["--first", name]
         if (run_dir / "log.jsonl").exists():
             command.append("--resume")
-        _masorch(*command)
+        try:
+            _masorch(*command)
+        finally:  # a failed or interrupted sitting keeps what it ran
+            keep_log(run_dir, records)
+    else:
+        keep_log(run_dir, records)
     _masorch("eval", "report", str(run_dir))
 
 
