@@ -208,7 +208,10 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
     ``collect_env`` maps a collect config to its environment spec (tests inject scripted backends);
     default :func:`masorch.train.collect.env_spec`.
     """
-    train_app = typer.Typer(help="Train an orchestrator with GRPO on executed plans.", no_args_is_help=True)
+    train_app = typer.Typer(
+        help="Train an orchestrator: GRPO on executed plans, or the multi-round one (collect, sft, rounds).",
+        no_args_is_help=True,
+    )
     app.add_typer(train_app, name="train")
 
     _config_command(
