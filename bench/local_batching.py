@@ -14,6 +14,11 @@ the server at 1 slot (calls queue: sequential) and at 8 slots (calls batch): a 4
 
     python bench/local_batching.py                        # qwen2.5-coder-1.5b (pulled, engine built)
     python bench/local_batching.py --model smollm2-135m --tokens 32 --rounds 1
+    python bench/local_batching.py --parts repeat        # is greedy decoding repeatable?
+
+``repeat``: one greedy chat call (temperature 0, fixed seed) decoded three times alone on a 2-slot
+server, then three times beside another greedy stream started 0, 1 and 2 s earlier: how many
+distinct texts each way, and where the first one that differs leaves the first alone.
 """
 
 from __future__ import annotations
@@ -50,6 +55,9 @@ create_flow("c", "sum")
 create_flow("d", "sum")
 """
 SC = 'create_agent(id="s", kind="sc", task="", n=5)'
+REPEAT_QUESTION = (
+    "How many positive whole-number divisors does 196 have? Think step by step, then answer in \\boxed{}."
+)
 SC_QUESTION = (
     "A shop sells pens at 3 dollars and notebooks at 5 dollars. Ann buys 4 pens and 2 notebooks. How much?"
 )
@@ -136,7 +144,10 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--plan-tokens", type=int, default=96, help="Completion cap of each plan call.")
-    parser.add_argument("--parts", default="streams,runs,cancel", help="Which measurements to run.")
+    parser.add_argument(
+        "--parts", default="streams,runs,cancel", help="Which measurements to run (or repeat)."
+    )
+    parser.add_argument("--repeat-tokens", type=int, default=256, help="Completion cap of the repeat calls.")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     path = ModelStore().path(args.model)
@@ -147,6 +158,8 @@ async def main() -> None:
         await runs(path, args)
     if "cancel" in parts:
         await cancel(path, args)
+    if "repeat" in parts:
+        await repeat(path, args)
 
 
 async def streams(path: Any, args: argparse.Namespace) -> None:
@@ -205,6 +218,37 @@ async def cancel(path: Any, args: argparse.Namespace) -> None:
         f"\ncancel: a 1-token call on a 1-slot server took {idle:.2f} s idle and {after_cancel:.2f} s right "
         f"after cancelling a long call: the cancelled call went on for about {after_cancel - idle:.2f} s"
     )
+
+
+def _diverges(a: str, b: str) -> int:
+    """The index of the first character where ``a`` and ``b`` differ (-1 when equal)."""
+    if a == b:
+        return -1
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+async def repeat(path: Any, args: argparse.Namespace) -> None:
+    """The same greedy call alone and beside another stream: is the text the same every time?"""
+    b = LocalBackend(path, name=args.model, settings=ServerSettings(slots=2, n_threads=args.threads))
+    await b.start()
+    config = GenerateConfig(temperature=0.0, max_tokens=args.repeat_tokens, seed=0)
+    question = [Message("user", REPEAT_QUESTION)]
+    other = [Message("user", "Write a long story about the number 7.")]
+    alone = [(await b.complete(question, config)).text for _ in range(3)]
+    beside = []
+    for lead in range(3):
+        background = asyncio.create_task(b.complete(other, config))
+        await asyncio.sleep(lead)
+        beside.append((await b.complete(question, config)).text)
+        await background
+    await b.aclose()
+    print(f"\ngreedy repeatability ({args.model}, {args.repeat_tokens}-token cap, 2 slots)")
+    first = alone[0]
+    for label, texts in (("alone", alone), ("beside", beside)):
+        where = [_diverges(first, t) for t in texts]
+        print(
+            f"{label:<7} {len(set(texts))} distinct of 3; first character that differs from alone[0]: {where}"
+        )
 
 
 if __name__ == "__main__":
