@@ -62,10 +62,19 @@ def seed_log(run_dir: Path, records: Path | None) -> None:
 def keep_log(run_dir: Path, records: Path | None) -> None:
     """Copy ``run_dir``'s log to the kept records (the file to commit at the end of a sitting)."""
     log = run_dir / "log.jsonl"
-    if records is not None and log.exists():
-        records.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(log, records)
-        print(f"records kept in {records}", flush=True)
+    if records is None or not log.exists():
+        return
+    if records.exists() and _lines(log) < _lines(records):  # never replace more runs with fewer
+        print(f"not copied: {log} holds fewer lines than {records}; resume from the records", flush=True)
+        return
+    records.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(log, records)
+    print(f"records kept in {records}", flush=True)
+
+
+def _lines(path: Path) -> int:
+    with path.open("rb") as fh:
+        return sum(1 for _ in fh)
 
 
 def main() -> None:
