@@ -22,6 +22,13 @@ record/replay cache, so an interrupted study continues where it stopped and a re
     python bench/plan_validity.py --out runs/plan_validity --phase plans  # validity (resumable) + table
     python bench/plan_validity.py --out runs/plan_validity --phase runs   # executed runs (resumable)
     python bench/plan_validity.py --out runs/plan_validity --phase report # tables of what has run
+
+The runs table puts beside each system its paired difference to `sas:cot` on the same questions.
+``--log MODEL=PATH`` reads a model's rows from another eval log, e.g. the 1.5B's from study 1's
+records (docs/run.md, phase ``runs``):
+
+    python bench/plan_validity.py --out runs/plan_validity5 --phase report \
+        --log qwen2.5-coder-1.5b=bench/study/records/study1.jsonl
 """
 
 from __future__ import annotations
@@ -92,8 +99,8 @@ def run(out: Path, model: str, data: list[str], args: argparse.Namespace) -> Non
     _masorch(*command)
 
 
-def _records(run_dir: Path) -> list[dict[str, Any]]:
-    lines = (run_dir / "log.jsonl").read_text().splitlines()
+def _records(run_dir: Path, log: Path | None = None) -> list[dict[str, Any]]:
+    lines = (log or run_dir / "log.jsonl").read_text().splitlines()
     return [r for r in map(json.loads, lines) if r.get("key")]
 
 
@@ -257,28 +264,58 @@ def plan_report(out: Path, dev: bool = False) -> None:
         )
 
 
-def report(out: Path, models: tuple[str, ...]) -> None:
-    """Print the table: valid-plan rate, accuracy, mean wall time and invalid-plan codes."""
-    head = f"{'model':<20} {'system':<14} {'n':>4} {'valid':>7} {'acc':>7} {'wall s':>7}  invalid-plan codes"
+def _paired_to_cot(rows: list[dict[str, Any]], cot: list[dict[str, Any]]) -> str:
+    """This system minus `sas:cot` on the questions both ran: points and 95% paired-bootstrap interval."""
+    from masorch.eval.metrics import paired_difference
+
+    base = {r["sample_id"]: r for r in cot}
+    shared = [r for r in rows if r["sample_id"] in base]
+    if not shared:
+        return "-"
+    diff = paired_difference(
+        [float(bool(r["correct"])) for r in shared],
+        [float(bool(base[r["sample_id"]]["correct"])) for r in shared],
+    )
+    return f"{diff.format(digits=1)} on {len(shared)}"
+
+
+def report(out: Path, models: tuple[str, ...], logs: dict[str, Path] | None = None) -> None:
+    """Print the table: valid-plan rate, accuracy, mean wall time, the paired difference to `sas:cot`
+    on the same questions, and the invalid-plan codes; one row per model, dataset and system.
+
+    ``logs`` maps a model to another eval log to read its rows from (study 1's records for the 1.5B,
+    docs/run.md); the rest come from ``OUT/MODEL/log.jsonl``.
+    """
+    head = f"{'model':<20} {'dataset':<15} {'system':<14} {'n':>4} {'valid':>7} {'acc':>7} {'wall s':>7}"
+    head += f"  {'minus sas:cot, points [95% CI]':<32} invalid-plan codes"
     print(head)
     print("-" * len(head))
     for model in models:
-        run_dir = out / model
-        if not (run_dir / "log.jsonl").exists():
+        log = (logs or {}).get(model, out / model / "log.jsonl")
+        if not log.exists():
             continue
-        records, rejected = _records(run_dir), _rejections(run_dir)
-        for system in SYSTEMS:
-            rows = [r for r in records if r["system"] == system]
-            if not rows:
-                continue
-            n = len(rows)
-            invalid = [r for r in rows if r["status"] == "invalid_plan"]
-            codes = collections.Counter(c for r in invalid for c in set(rejected.get(r["trace_id"], [])))
-            valid = "-" if system.startswith("sas") else f"{1 - len(invalid) / n:.0%}"
-            accuracy = sum(r["correct"] for r in rows) / n
-            wall = sum(r["wall_s"] for r in rows) / n
-            shown = ", ".join(f"{c} {k}" for c, k in codes.most_common()) or "-"
-            print(f"{model:<20} {system:<14} {n:>4} {valid:>7} {accuracy:>7.0%} {wall:>7.1f}  {shown}")
+        records, rejected = _records(log.parent, log), _rejections(log.parent)
+        for dataset in sorted({r["dataset"] for r in records}):
+            here = [r for r in records if r["dataset"] == dataset]
+            cot = [r for r in here if r["system"] == "sas:cot"]
+            for system in sorted({r["system"] for r in here}, key=_system_order):
+                rows = [r for r in here if r["system"] == system]
+                n = len(rows)
+                invalid = [r for r in rows if r["status"] == "invalid_plan"]
+                codes = collections.Counter(c for r in invalid for c in set(rejected.get(r["trace_id"], [])))
+                valid = "-" if system.startswith("sas") else f"{1 - len(invalid) / n:.0%}"
+                accuracy = sum(bool(r["correct"]) for r in rows) / n
+                wall = sum(r["wall_s"] for r in rows) / n
+                paired = "-" if system == "sas:cot" else _paired_to_cot(rows, cot)
+                shown = ", ".join(f"{c} {k}" for c, k in codes.most_common()) or "-"
+                print(
+                    f"{model:<20} {dataset:<15} {system:<14} {n:>4} {valid:>7} {accuracy:>7.0%} {wall:>7.1f}"
+                    f"  {paired:<32} {shown}"
+                )
+
+
+def _system_order(system: str) -> tuple[int, str]:
+    return (SYSTEMS.index(system) if system in SYSTEMS else len(SYSTEMS), system)
 
 
 def main() -> None:
@@ -299,6 +336,8 @@ def main() -> None:
     )
     parser.add_argument("--math-only", action="store_true",
                         help="Phase runs: the math500 questions only (docs/run.md).")  # fmt: skip
+    parser.add_argument("--log", action="append", default=[], metavar="MODEL=PATH",
+                        help="Report: read MODEL's rows from this eval log.")  # fmt: skip
     parser.add_argument("--cells", default="constrained-high,constrained-low,free-high,free-low",
                         help="Plan-phase cells in order, DECODING-DOM, comma-separated.")  # fmt: skip
     args = parser.parse_args()
@@ -315,7 +354,8 @@ def main() -> None:
         for model in models:
             run(args.out, model, [d for d in data if d == "math500-subset"] if args.math_only else data, args)
     plan_report(args.out, args.dev)
-    report(args.out, models)
+    logs = {k: Path(v) for k, _, v in (item.partition("=") for item in args.log)}
+    report(args.out, models, logs)
 
 
 if __name__ == "__main__":
