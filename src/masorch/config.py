@@ -74,14 +74,42 @@ class ConfigModel(BaseModel):
 
     @classmethod
     def load(cls, path: str | Path, overrides: Mapping[str, Any] | None = None) -> Self:
-        """Read a YAML file as this config; ``overrides`` (top-level keys) win over the file."""
+        """Read a YAML file as this config; ``overrides`` win over the file.
+
+        An override's key is a top-level key or a dotted path into nested mappings
+        (``rewards.theta_tool``), which changes that one field and keeps its siblings.
+        """
         p = Path(path)
         if not p.is_file():
             raise UsageError(f"no such config file: {p}", hint="give the path of a YAML file")
         data = load_yaml_file(p, what=cls.what) or {}
         if not isinstance(data, dict):
             raise UsageError(f"{p} must hold a YAML mapping", hint="write key: value lines")
-        return cls(**{str(k): v for k, v in {**data, **(overrides or {})}.items()})
+        for key, value in (overrides or {}).items():
+            _set_path(data, str(key), value)
+        return cls(**{str(k): v for k, v in data.items()})
+
+
+def _set_path(data: dict[Any, Any], key: str, value: Any) -> None:
+    """Set ``data[a][b]...`` for the dotted ``key`` ``a.b...``, making the mappings it lacks.
+
+    >>> d = {"rewards": {"w": 1}}
+    >>> _set_path(d, "rewards.theta_tool", 2); d
+    {'rewards': {'w': 1, 'theta_tool': 2}}
+    """
+    *parents, last = key.split(".")
+    where = data
+    for i, part in enumerate(parents):
+        child = where.setdefault(part, {})
+        if child is None:
+            child = where[part] = {}
+        if not isinstance(child, dict):
+            place = ".".join(parents[: i + 1])
+            raise UsageError(
+                f"cannot set {key}: {place} is not a mapping", hint=f"set {place} as a whole: {place}=VALUE"
+            )
+        where = child
+    where[last] = value
 
 
 _TYPE_NAMES = {

@@ -31,6 +31,18 @@ def test_yaml_config_reads_nested_sources_and_overrides(tmp_path: Path) -> None:
     assert cfg.reward_weights == {"correctness": 1.0, "validity": 0.5}
 
 
+def test_a_dotted_override_changes_one_nested_field(tmp_path: Path) -> None:
+    p = write(tmp_path, "train: [{kind: masbench_gen}]\nreward_weights: {correctness: 1.0, validity: 0.5}\n")
+    cfg = load_config(p, {"reward_weights.validity": 0.25, "reward_weights.format": 0.1})
+    assert cfg.reward_weights == {"correctness": 1.0, "validity": 0.25, "format": 0.1}
+
+
+def test_a_dotted_override_through_a_scalar_names_the_key(tmp_path: Path) -> None:
+    p = write(tmp_path, "train: [{kind: masbench_gen}]\nmax_steps: 3\n")
+    with pytest.raises(UsageError, match="max_steps is not a mapping"):
+        load_config(p, {"max_steps.x": 1})
+
+
 @pytest.mark.parametrize(
     ("text", "match"),
     [
@@ -212,3 +224,11 @@ def test_the_samplers_cut_reaches_trl_when_set_and_leaves_trls_default_otherwise
     assert (default.top_p, default.top_k, default.min_p) == (1.0, 0, None)
     with pytest.raises(UsageError, match="top_k"):
         TrainConfig(top_k=-1)
+
+
+def test_a_dotted_override_sets_one_reward_threshold_of_train_rounds(tmp_path: Path) -> None:
+    from masorch.train.rounds_config import load_rounds_config
+
+    p = write(tmp_path, "train: [{kind: masbench_gen}]\nrewards: {theta_par: 1.5}\n")
+    cfg = load_rounds_config(p, {"rewards.theta_tool": 2})
+    assert (cfg.rewards.theta_tool, cfg.rewards.theta_par) == (2, 1.5)

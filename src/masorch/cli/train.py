@@ -52,7 +52,9 @@ def _config_command(
     @train_app.command(command, help=summary)
     def config_cmd(
         config: Path | None = typer.Option(None, "--config", help=f"YAML {what} config."),  # noqa: B008
-        set_: list[str] = typer.Option([], "--set", help="Override a top-level key: KEY=VALUE (YAML value)."),  # noqa: B008
+        set_: list[str] = typer.Option(  # noqa: B008
+            [], "--set", help="Override a key: KEY=VALUE (YAML value; a dotted KEY sets a nested field)."
+        ),
         show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
     ) -> None:
         console = Console()

@@ -157,7 +157,7 @@ class CollectConfig(ConfigModel):
 
 
 def load_collect_config(path: str | Path, overrides: dict[str, Any] | None = None) -> CollectConfig:
-    """Read a YAML collect config; ``overrides`` (top-level keys) win over the file."""
+    """Read a YAML collect config; ``overrides`` (keys, dotted for nested ones) win over the file."""
     cfg = CollectConfig.load(path, overrides)
     if not cfg.data:
         raise UsageError(f"{path} has no data", hint="data: [{spec: data/masbench_train}]")

@@ -269,7 +269,7 @@ class TrainConfig(PolicyTraining, PolicySampling):
 
 
 def load_config(path: str | Path, overrides: dict[str, Any] | None = None) -> TrainConfig:
-    """Read a YAML training config; ``overrides`` (top-level keys) win over the file."""
+    """Read a YAML training config; ``overrides`` (keys, dotted for nested ones) win over the file."""
     cfg = TrainConfig.load(path, overrides)
     if not cfg.train:
         raise UsageError(

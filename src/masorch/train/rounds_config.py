@@ -157,7 +157,7 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
 
 
 def load_rounds_config(path: str | Path, overrides: dict[str, Any] | None = None) -> RoundsTrainConfig:
-    """Read a YAML ``train rounds`` config; ``overrides`` (top-level keys) win over the file."""
+    """Read a YAML ``train rounds`` config; ``overrides`` (keys, dotted for nested ones) win over the file."""
     cfg = RoundsTrainConfig.load(path, overrides)
     if not cfg.train:
         raise UsageError(f"{path} has no train sources", hint="train: [{kind: masbench_gen, axis: depth}]")

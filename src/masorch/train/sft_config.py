@@ -61,7 +61,7 @@ class SftConfig(PolicyTraining):
 
 
 def load_sft_config(path: str | Path, overrides: dict[str, Any] | None = None) -> SftConfig:
-    """Read a YAML SFT config; ``overrides`` (top-level keys) win over the file."""
+    """Read a YAML SFT config; ``overrides`` (keys, dotted for nested ones) win over the file."""
     return SftConfig.load(path, overrides)
 
 
