@@ -431,7 +431,7 @@ class OpenAIBackend:
                 code="backend_malformed_reply",
                 retryable=True,
             ) from None
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise BackendError(
                 f"no reply within {self.timeout_s:g}s",
                 hint="raise the timeout or check the server load",

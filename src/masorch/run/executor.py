@@ -266,7 +266,7 @@ class _Run:
         timeout = self.ex._node_timeout_s
         try:
             out = await asyncio.wait_for(agent.run(node_input, ctx), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return NodeOutput(status=NodeStatus.TIMEOUT, error=f"node timed out after {timeout:g} s")
         except BudgetExceeded as exc:
             return NodeOutput(status=NodeStatus.BUDGET, error=exc.message)

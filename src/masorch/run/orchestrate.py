@@ -273,7 +273,7 @@ async def _plan_and_run(
             return _stopped(session, "budget", f"orchestrator: {exc.message}", text, diagnostics)
         except MasorchError as exc:  # a backend failure (retries, if any, are the backend's)
             return _stopped(session, "error", f"orchestrator: {exc}", text, diagnostics)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             error = f"run deadline of {opts.timeout_s:g} s passed while planning"
             return _stopped(session, "timeout", error, text, diagnostics)
         text, dialect = plan_text(completion, opts.dialect)

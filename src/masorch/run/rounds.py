@@ -209,7 +209,7 @@ async def ask(
         return Stop("budget", "budget", f"{who}: {exc.message}")
     except MasorchError as exc:
         return Stop("error", "error", f"{who}: {exc}")
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return Stop("timeout", "timeout", f"run deadline of {opts.timeout_s:g} s passed")
 
 

@@ -153,7 +153,7 @@ async def _run(
         if opts.timeout_s is None:
             return await run(system, question, env, trace=sink)
         return await asyncio.wait_for(run(system, question, env, trace=sink), opts.timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return RunResult(status="timeout", error=f"the request deadline of {opts.timeout_s:g} s passed")
     except Exception as exc:  # a bad system or environment: the client gets the reason, not a hang
         logger.warning("run failed: %s: %s", type(exc).__name__, redact(str(exc)))

@@ -270,7 +270,7 @@ class Rollout:
                 ),
                 limit,
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return Stop("timeout", "timeout", f"synthesis: no reply within {limit:g} s")
 
 
