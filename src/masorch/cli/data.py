@@ -17,7 +17,10 @@ from masorch.eval.datasets import DATASETS, data_dir, get_spec, is_pulled, load,
 
 CacheDir = Annotated[
     Path | None,
-    typer.Option("--cache-dir", help="Data cache (default: $MASORCH_CACHE/data or ~/.cache/masorch/data)."),
+    typer.Option(
+        "--cache-dir",
+        help="Data cache (default: $MASORCH_CACHE/data, $XDG_CACHE_HOME/masorch/data, ~/.cache/masorch/data)",
+    ),
 ]
 
 

@@ -87,9 +87,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         orchestrator: str | None = typer.Option(None, "--orchestrator", help="Orchestrator model (mas)."),
         judge: str | None = typer.Option(None, "--judge", help="Judge-role model inside systems."),
         dialect: str | None = typer.Option(None, "--dialect", help="Plan dialect: calls, json or xml."),
-        prompt: str | None = typer.Option(
-            None, "--prompt", help="Orchestrator prompt: default, plain (no worked examples) or official."
-        ),
+        prompt: str | None = typer.Option(None, "--prompt", help="Orchestrator prompt: default or official."),
         prompt_file: Path | None = typer.Option(None, "--prompt-file", help="Official templates (YAML)."),  # noqa: B008
         prompt_family: str | None = typer.Option(None, "--prompt-family", help="general, choice, masbench."),
         repair: int | None = typer.Option(None, "--repair", min=0, help="Plan repair rounds (mas)."),
