@@ -60,7 +60,7 @@ class ConfigModel(BaseModel):
     #: What the file holds, as error messages name it.
     what: ClassVar[str] = "config"
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, /, **data: Any) -> None:  # positional-only: a key named `self` is a bad key
         if _BUILDING.get():  # a nested record: the outermost one reports the problem with its place
             super().__init__(**data)
             return

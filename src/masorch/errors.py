@@ -10,6 +10,11 @@ the fix. The subclass says who must act:
 
 from __future__ import annotations
 
+#: What reading a value of the wrong type or range out of a file masorch wrote raises (``"wall_s":
+#: "abc"``, ``1e999`` where a count belongs); the readers that summarise such files turn these into a
+#: :class:`UsageError` naming the file.
+MALFORMED_VALUE = (KeyError, TypeError, ValueError, AttributeError, ArithmeticError)
+
 
 class MasorchError(Exception):
     """Base class of every masorch error: a stable code, a message and a fix hint."""

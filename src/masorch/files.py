@@ -1,4 +1,5 @@
-"""Bounded reading of the files a user hands to masorch: plans, configs, corpora, datasets, run logs.
+"""Bounded reading of the files a user hands to masorch: plans, configs, corpora, datasets, run logs;
+and the one way to write an output file whole (:func:`replacing`, :func:`atomic_writer`).
 
 Every input path goes through these helpers, so a bad input ends as one :class:`UsageError` naming
 the file and the fix, never as a traceback, and no input is read without a bound: a whole file is
@@ -10,11 +11,14 @@ alias bomb expands to billions of nodes from a few hundred bytes).
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from masorch.errors import UsageError
 
@@ -174,6 +178,8 @@ def json_object(text: str, where: str, *, item: str = "a record", hint: str) -> 
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UsageError(f"{where}: not JSON ({exc.msg})", hint=hint) from None
+    except ValueError as exc:  # a number past the interpreter's digit limit
+        raise UsageError(f"{where}: not JSON we can read ({str(exc)[:80]})", hint=hint) from None
     except RecursionError:
         raise UsageError(f"{where}: not JSON (nested too deeply)", hint=hint) from None
     if not isinstance(value, dict):
@@ -298,3 +304,43 @@ def load_yaml_file(path: str | Path, *, what: str = "YAML config", max_bytes: in
     """:func:`load_yaml` of a file read with :func:`read_text` (at most ``max_bytes``)."""
     text = read_text(path, what=what, max_bytes=max_bytes)
     return load_yaml(text, what=f"{what} {path}")
+
+
+@contextmanager
+def replacing(target: str | Path) -> Iterator[Path]:
+    """A temporary sibling of ``target`` to write; it replaces ``target`` only when the block succeeds.
+
+    A write that fails or is interrupted (an exception, Ctrl-C) leaves ``target`` as it was, never
+    truncated or half written, and leaves no temporary file behind.
+
+    >>> import tempfile
+    >>> out = Path(tempfile.mkdtemp()) / "a.txt"
+    >>> _ = out.write_text("kept")
+    >>> try:
+    ...     with replacing(out) as tmp:
+    ...         _ = tmp.write_text("half")
+    ...         raise KeyboardInterrupt
+    ... except KeyboardInterrupt:
+    ...     pass
+    >>> out.read_text(), sorted(p.name for p in out.parent.iterdir())
+    ('kept', ['a.txt'])
+    """
+    target = Path(target)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_writer(target: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
+    """An open file (``mode`` ``"w"`` for UTF-8 text, ``"wb"`` for bytes) that replaces ``target``
+    only when the block succeeds (see :func:`replacing`)."""
+    with replacing(target) as tmp:
+        encoding = None if "b" in mode else "utf-8"
+        with tmp.open(mode, encoding=encoding) as fh:
+            yield fh

@@ -17,6 +17,10 @@ from masorch.cli.main import main
 BINARY = bytes(range(256)) * 8 + b"\x00\xff\xfe" * 100
 RECORD = {"id": "s1", "question": "What is 1 plus 2?", "answers": [3], "ground_truth": "3"}
 SYSTEMS_YAML = "defaults: {model: nope:x}\nsystems: [sas:cot]\n"
+HEADER = (
+    b'{"type": "header", "systems": [{"name": "s", "mode": "sas"}], "datasets": [{"name": "d", "n": 1}]}\n'
+)
+SAMPLE = b'{"type": "sample", "key": "k", "system": "s", "dataset": "d", "sample_id": "1", "status": "ok"}\n'
 
 
 def alias_bomb(levels: int = 9, width: int = 9) -> str:
@@ -46,6 +50,14 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "garbage_log_dir": tmp_path / "garbage_run",
         "binary_log_dir": tmp_path / "binary_run",
         "shapeless_log_dir": tmp_path / "shapeless_run",
+        "infinite_log_dir": tmp_path / "infinite_run",
+        "list_budget_log_dir": tmp_path / "list_budget_run",
+        "text_score_log_dir": tmp_path / "text_score_run",
+        "huge_int_jsonl": tmp_path / "huge_int.jsonl",
+        "text_ts_trace": tmp_path / "text_ts.jsonl",
+        "self_yaml": tmp_path / "self.yaml",
+        "mode_systems": tmp_path / "mode_systems.yaml",
+        "a_dir_jsonl": tmp_path / "a_dir.jsonl",
     }
     for key in ("binary", "binary_jsonl", "binary_yaml", "binary_parquet"):
         out[key].write_bytes(BINARY)
@@ -56,10 +68,18 @@ def files(tmp_path: Path) -> dict[str, Path]:
     out["a_file"].write_text("I am a file")
     out["bomb"].write_text(alias_bomb())
     out["systems"].write_text(SYSTEMS_YAML)
+    out["huge_int_jsonl"].write_text('{"id": ' + "9" * 5000 + "}\n")
+    out["text_ts_trace"].write_text('{"schema_version": 1, "run_id": "r", "ts": "abc"}\n')
+    out["self_yaml"].write_text("self: 1\n")
+    out["mode_systems"].write_text("systems:\n  - {system: sas:cot, model: nope:x, mode: mas}\n")
+    out["a_dir_jsonl"].mkdir()
     for key, content in (
         ("garbage_log_dir", b"garbage\nmore garbage\n"),
         ("binary_log_dir", BINARY + b"\n"),
         ("shapeless_log_dir", b'{"type": "header", "systems": [], "datasets": []}\n{"type": "sample"}\n'),
+        ("infinite_log_dir", (HEADER + SAMPLE.replace(b'"ok"', b'"ok", "axis": "depth", "value": 1e999'))),
+        ("list_budget_log_dir", HEADER.replace(b'"sas"', b'"sas", "budget": [1, 2]') + SAMPLE),
+        ("text_score_log_dir", HEADER + SAMPLE.replace(b'"ok"', b'"ok", "score": "abc"')),
     ):
         out[key].mkdir()
         (out[key] / "log.jsonl").write_bytes(content)
@@ -189,6 +209,69 @@ CASES: list[tuple[str, Case, int, str]] = [
         2,
         "expands to more than",
     ),
+    (
+        "eval report infinite value",
+        lambda f, d: ["eval", "report", str(f["infinite_log_dir"])],
+        2,
+        "malformed",
+    ),
+    (
+        "eval report budget not a mapping",
+        lambda f, d: ["eval", "report", str(f["list_budget_log_dir"]), "--no-plots"],
+        2,
+        "malformed",
+    ),
+    (
+        "bench check a 5,000-digit number",
+        lambda f, d: ["bench", "check", str(f["huge_int_jsonl"])],
+        2,
+        "not JSON",
+    ),
+    (
+        "bench make into a directory",
+        lambda f, d: ["bench", "make", "-o", str(f["a_dir_jsonl"]), "-q"],
+        2,
+        "directory",
+    ),
+    (
+        "train grpo a key named self",
+        lambda f, d: ["train", "grpo", "--config", str(f["self_yaml"])],
+        2,
+        "unknown key",
+    ),
+    (
+        "eval run a system field named mode",
+        lambda f, d: [
+            "eval",
+            "run",
+            "--config",
+            str(f["mode_systems"]),
+            "--data",
+            str(f["one"]),
+            "--out",
+            str(d / "o"),
+        ],
+        2,
+        "mode is not a field",
+    ),
+    (
+        "eval run --model scripted:",
+        lambda f, d: [*EVAL[:4], "--model", "scripted:x", "--data", str(f["one"]), "--out", str(d / "o")],
+        2,
+        "built in code",
+    ),
+    (
+        "view --html a text timestamp",
+        lambda f, d: ["view", str(f["text_ts_trace"]), "--html", str(d / "o.html")],
+        2,
+        "malformed value",
+    ),
+    (
+        "view --html a text score",
+        lambda f, d: ["view", str(f["text_score_log_dir"]), "--html", str(d / "o.html")],
+        2,
+        "malformed value",
+    ),
     ("view a missing path", lambda f, d: ["view", str(d / "absent")], 2, "no such file or directory"),
     ("view a binary file", lambda f, d: ["view", str(f["binary_jsonl"])], 2, "is binary"),
     ("view a garbage run log", lambda f, d: ["view", str(f["garbage_log_dir"])], 2, "not JSON"),
@@ -260,3 +343,42 @@ def test_a_full_disk_during_eval_is_a_named_error_exit_1(files, tmp_path, capsys
     err = capsys.readouterr().err
     assert "error: the file system refused a read or write: No space left on device" in err
     assert "hint: " in err
+
+
+def test_a_failed_run_writes_nothing_for_a_rerun_to_trip_on(files, tmp_path, capsys):
+    out = tmp_path / "o"
+    argv = ["eval", "run", "--systems", "sas:cot", "--model", "scripted:x", "--data", str(files["one"])]
+    assert main([*argv, "--out", str(out)]) == 2
+    assert not out.exists()
+
+
+def test_an_interrupted_bench_make_keeps_the_file_that_was_there(tmp_path, monkeypatch):
+    from masorch.masbench import export
+
+    target = tmp_path / "keep.jsonl"
+    target.write_text("kept\n")
+
+    def records():
+        yield {"id": "x"}
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "to_json_line", json.dumps)
+    with pytest.raises(KeyboardInterrupt):
+        export.write_records(target, records())
+    assert target.read_text() == "kept\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["eval", "report", "RUN", "--seed", "-1"],
+        ["bench", "make", "-o", "OUT/x.parquet", "--seed", str(2**64), "-q"],
+    ],
+    ids=["eval report --seed -1", "bench make a seed past int64"],
+)
+def test_a_seed_out_of_range_is_a_usage_error(argv, files, tmp_path, capsys):
+    argv = [a.replace("RUN", str(files["text_score_log_dir"])).replace("OUT", str(tmp_path)) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Invalid value for '--seed'" in err and "Traceback" not in err

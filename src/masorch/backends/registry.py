@@ -104,22 +104,23 @@ def make_backend(
 
         backend = make_hf_backend(spec)
     else:  # "scripted": check_model_string has rejected every other provider
-        raise UsageError(
-            "scripted backends are built in code, not from a model string",
-            hint="use masorch.backends.ScriptedBackend([...]) in tests",
-        )
+        raise _scripted_error()
     if settings.cache_path is not None and settings.cache_mode != "off":
         backend = CachedBackend(backend, ResponseCache(settings.cache_path), settings.cache_mode)
     return backend
 
 
-def check_model_string(spec: str) -> None:
+def check_model_string(spec: str, *, buildable: bool = False) -> None:
     """A UsageError unless ``spec`` is ``provider:model`` with a known provider (nothing is built).
 
-    Messages never echo more than the provider and redacted URLs: a string in the wrong place may
-    be a key.
+    With ``buildable`` the string alone must build a backend (as a model given on the command line
+    must), so ``scripted:``, which only names a backend built in code, is refused too. Messages never
+    echo more than the provider and redacted URLs: a string in the wrong place may be a key.
 
     >>> check_model_string("openai:gpt-4o-mini")
+    >>> check_model_string("scripted:m", buildable=True)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    masorch.errors.UsageError: scripted backends are built in code, not from a model string (hint: ...)
     """
     provider, sep, rest = spec.partition(":")
     if not sep or not rest:
@@ -131,6 +132,15 @@ def check_model_string(spec: str) -> None:
         raise UsageError(
             f"unknown model provider {redact(provider)[:40]!r}", hint=f"use one of {', '.join(PROVIDERS)}"
         )
+    if buildable and provider == "scripted":
+        raise _scripted_error()
+
+
+def _scripted_error() -> UsageError:
+    return UsageError(
+        "scripted backends are built in code, not from a model string",
+        hint="use masorch.backends.ScriptedBackend([...]) in tests; on the command line a real model string",
+    )
 
 
 def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backend:

@@ -47,14 +47,19 @@ def make(
     values: Annotated[str, typer.Option(help="Axis values: a range and/or list, e.g. 2-4,8.")] = "2-12",
     n: Annotated[int, typer.Option("--n", min=1, help="Instances per value.")] = 10,
     split: Annotated[str, typer.Option(help="train or test (template-disjoint).")] = "train",
-    seed: Annotated[int, typer.Option(help="Seed; the same arguments give byte-identical files.")] = 0,
+    seed: Annotated[
+        int,
+        typer.Option(min=0, max=2**63 - 1, help="Seed; the same arguments give byte-identical files."),
+    ] = 0,
     paper: Annotated[
         bool, typer.Option("--paper", help="Make the paper-sized suite (all axes and splits) into -o DIR.")
     ] = False,
     fmt: Annotated[
         str, typer.Option("--format", help="File format of the --paper suite: parquet or jsonl.")
     ] = ("parquet"),
-    workers: Annotated[int, typer.Option(min=1, help="Processes to generate with (output is the same).")] = 1,
+    workers: Annotated[
+        int, typer.Option(min=1, max=64, help="Processes to generate with (output is the same).")
+    ] = 1,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Generate MASBench instances for one axis, or the whole paper-sized suite with --paper."""

@@ -105,7 +105,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         timeout: float | None = typer.Option(None, "--timeout", min=0, help="Deadline per sample (s)."),
         limit: int | None = typer.Option(None, "--limit", min=0, help="First N samples (per axis value)."),
         sample: int | None = typer.Option(None, "--sample", min=0, help="A seeded random N samples."),
-        seed: int = typer.Option(0, "--seed", help="Seed of --sample and of the bootstrap."),
+        seed: int = typer.Option(0, "--seed", min=0, help="Seed of --sample and of the bootstrap."),
         max_tokens: int | None = typer.Option(
             None, "--max-tokens", min=1, help="Completion cap of each sub-agent call."
         ),
@@ -201,7 +201,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             # Before anything is written: a malformed model string may be a key in the wrong flag.
             judges = [scorer_judge] if scorer_judge else []
             for spec in dict.fromkeys([*(m for s in specs for m in s.model_strings()), *judges]):
-                check_model_string(spec)
+                check_model_string(spec, buildable=True)
         sources = resolve_all(
             [d for item in data for d in item.split(",") if d],
             limit=limit,
@@ -238,7 +238,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
     def report_cmd(
         directory: Path = typer.Argument(..., help="The --out directory of a run."),  # noqa: B008
         plots: bool = typer.Option(True, "--plots/--no-plots", help="Write plots (needs matplotlib)."),
-        seed: int = typer.Option(0, "--seed", help="Seed of the bootstrap."),
+        seed: int = typer.Option(0, "--seed", min=0, help="Seed of the bootstrap."),
     ) -> None:
         """Rebuild DIR/report.md (and DIR/plots/) from DIR/log.jsonl alone."""
         path = write_report(directory, plots=plots, seed=seed)

@@ -138,6 +138,9 @@ def register(app: typer.Typer) -> None:
         names = _names(store, name)
         if name == "all":
             names = [s.name for s in store.list() if s.cached]
+            if not names:
+                where = store.cache_dir
+                console.print(f"no model is cached in {where}: nothing to verify (masorch models pull NAME)")
         bad = []
         for model_name in names:
             with _progress_bar(console) as bar:

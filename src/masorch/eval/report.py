@@ -13,10 +13,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from masorch.errors import UsageError
+from masorch.errors import MALFORMED_VALUE, UsageError
 from masorch.eval.log import LOG_FILE, RunLog
 from masorch.eval.metrics import N_BOOT
 from masorch.eval.summary import CellStats, PairedStats, Summary, summarize
+from masorch.files import atomic_writer
 
 __all__ = [
     "REPORT_FILE",
@@ -110,17 +111,19 @@ def write_report(directory: Path, *, plots: bool = True, n_boot: int = N_BOOT, s
     header, records = RunLog.read(directory)
     try:
         summary = summarize(header, records, n_boot=n_boot, seed=seed)
-    except (KeyError, TypeError, ValueError) as exc:
-        # RunLog.read checks each line's shape; a value of the wrong type shows up only here.
+        written: list[str] = []
+        if plots:
+            from masorch.eval.plots import write_plots
+
+            written = [str(p.relative_to(directory)) for p in write_plots(summary, directory / "plots")]
+        text = render_markdown(summary, header, plots=written)
+    except MALFORMED_VALUE as exc:
+        # RunLog.read checks each line's shape; a value of the wrong type or range shows up only here.
         raise UsageError(
             f"{directory / LOG_FILE} holds a malformed record ({type(exc).__name__}: {str(exc)[:120]})",
             hint="the run log was edited or corrupted; rerun into a new --out directory",
         ) from None
-    written: list[str] = []
-    if plots:
-        from masorch.eval.plots import write_plots
-
-        written = [str(p.relative_to(directory)) for p in write_plots(summary, directory / "plots")]
     path = directory / REPORT_FILE
-    path.write_text(render_markdown(summary, header, plots=written), encoding="utf-8")
+    with atomic_writer(path, "w") as fh:
+        fh.write(text)
     return path

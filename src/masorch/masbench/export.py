@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import UsageError
-from masorch.files import iter_jsonl
+from masorch.files import atomic_writer, iter_jsonl, replacing
 
 FORMATS = (".jsonl", ".parquet")
 
@@ -128,12 +128,15 @@ def jsonl_features() -> Any:
 
 
 def write_records(path: Path, records: Iterable[dict[str, Any]]) -> int:
-    """Write records to ``path`` (.jsonl or .parquet); return how many were written."""
+    """Write records to ``path`` (.jsonl or .parquet), replacing it whole only once all are written;
+    return how many were written."""
     suffix = check_format(path)
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory", hint="give a file name ending in .jsonl or .parquet")
     path.parent.mkdir(parents=True, exist_ok=True)
     if suffix == ".jsonl":
         n = 0
-        with path.open("w", encoding="utf-8", newline="\n") as fh:
+        with atomic_writer(path, "w") as fh:  # an interrupted write keeps the file that was there
             for rec in records:
                 fh.write(to_json_line(rec) + "\n")
                 n += 1
@@ -143,7 +146,8 @@ def write_records(path: Path, records: Iterable[dict[str, Any]]) -> int:
 
     rows = [verl_row(r) for r in records]
     table = pa.Table.from_pylist(rows, schema=_schema())
-    pq.write_table(table, path, compression="zstd")
+    with replacing(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
     return len(rows)
 
 

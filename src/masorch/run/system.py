@@ -245,11 +245,18 @@ class System(BaseModel):
         return self
 
     @classmethod
-    def parse(cls, text: str, **fields: Any) -> System:
+    def parse(cls, text: str, /, **fields: Any) -> System:
         """The system ``mode:variant`` (``sas:cot``, ``mas:high``, ``mas:rounds``) with ``fields``.
 
-        Bad values are a :class:`~masorch.errors.UsageError` naming the system and the field.
+        Bad values are a :class:`~masorch.errors.UsageError` naming the system and the field; the
+        mode and variant come from ``text`` alone.
         """
+        hidden = [k for k in fields if k in cls.hidden_keys]
+        if hidden:
+            raise UsageError(
+                f"system {text[:60]!r}: {hidden[0]} is not a field (the system's name sets it)",
+                hint=f"remove {hidden[0]}; name another system instead, e.g. sas:sc or mas:high",
+            )
         mode, sep, variant = text.strip().partition(":")
         if not sep or mode not in ("sas", "mas"):
             raise UsageError(

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from masorch.files import atomic_writer, replacing
 from masorch.train.collect_config import CollectConfig
 from masorch.train.collect_select import Attempt, Selection, tool_shares
 
@@ -34,11 +35,9 @@ def dataset_record(attempt: Mapping[str, Any]) -> dict[str, Any]:
 
 def write_dataset(kept: Sequence[Mapping[str, Any]], path: Path) -> None:
     """Write the kept attempts as JSONL dataset records (replacing the file)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic_writer(path, "w") as fh:
         for a in kept:
             fh.write(json.dumps(dataset_record(a), ensure_ascii=False) + "\n")
-    tmp.replace(path)
 
 
 def write_parquet(kept: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
@@ -69,9 +68,8 @@ def write_parquet(kept: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
                 "tokens": a["tokens"]["total"],
             }
         )
-    tmp = path.with_suffix(".tmp")
-    pq.write_table(pa.Table.from_pylist(rows, schema=_parquet_schema()), tmp)
-    tmp.replace(path)
+    with replacing(path) as tmp:
+        pq.write_table(pa.Table.from_pylist(rows, schema=_parquet_schema()), tmp)
     return path
 
 

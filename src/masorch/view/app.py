@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from masorch.errors import MasorchError, UsageError
+from masorch.errors import MALFORMED_VALUE, MasorchError, UsageError
 from masorch.view.evalrun import EvalRunView
 from masorch.view.payload import clean
 from masorch.view.sample import sample_view
@@ -57,6 +57,15 @@ class ViewApp:
                 self.traces.refresh()
         except MasorchError as exc:
             logger.warning("%s: %s", self.source.path, exc.message)
+        except MALFORMED_VALUE as exc:
+            logger.warning("%s: %s", self.source.path, self._malformed(exc).message)
+
+    def _malformed(self, exc: Exception) -> UsageError:
+        """A value of the wrong type or range in the viewed files, as the error the page shows."""
+        return UsageError(
+            f"{self.source.path} holds a malformed value ({type(exc).__name__}: {str(exc)[:120]})",
+            hint="the file was edited or corrupted; view a file masorch wrote",
+        )
 
     def get(self, target: str) -> dict[str, Any]:
         """The payload of ``target`` (``/api/NAME?query``); an unknown one is :class:`NotFound`."""
@@ -73,7 +82,10 @@ class ViewApp:
         }.get(parts.path)
         if handler is None:
             raise NotFound(f"no endpoint {parts.path}", hint="see /api/info")
-        return clean(handler(query))
+        try:
+            return clean(handler(query))
+        except MALFORMED_VALUE as exc:
+            raise self._malformed(exc) from None
 
     def info(self, query: Mapping[str, str]) -> dict[str, Any]:
         """What is viewed: its kind and name."""

