@@ -416,3 +416,87 @@ async def test_a_host_without_kernel_boundary_is_loud_and_recorded(fresh_boundar
         for level, text in messages
     )
     assert any(level == "ERROR" and "NO kernel file boundary" in text for level, text in messages)
+
+
+needs_filter = pytest.mark.skipif(
+    not __import__("masorch.agents.sandbox", fromlist=["syscall_filter"]).syscall_filter(),
+    reason="this host has no seccomp filter for the sandbox",
+)
+
+# Reaches the prelude's globals and empties the audit hook's checks, so the kernel layers alone meet
+# the raw system calls below (the hostile suite's DEFEAT, tests/agents/test_sandbox_hostile.py).
+UNHOOK = """
+import sys
+frame = sys._getframe()
+while frame is not None and "_ALWAYS_BLOCKED" not in frame.f_globals:
+    frame = frame.f_back
+frame.f_globals["_ALWAYS_BLOCKED"] = frozenset()
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+"""
+KEYCTL, SHMGET = {"x86_64": (250, 29), "aarch64": (219, 194)}.get(os.uname().machine, (0, 0))
+
+
+@needs_filter
+async def test_the_kernel_keyrings_and_sysv_ipc_are_refused():
+    # keyctl(KEYCTL_READ, KEY_SPEC_SESSION_KEYRING, ...) would list the caller's session keys;
+    # shmget(IPC_PRIVATE, ...) would make host memory that outlives the run.
+    code = UNHOOK + textwrap.dedent(f"""
+        buf = ctypes.create_string_buffer(256)
+        print("keyctl", libc.syscall({KEYCTL}, 11, -3, buf, 256), ctypes.get_errno())
+        print("shmget", libc.syscall({SHMGET}, 0, 1 << 20, 0o1600), ctypes.get_errno())
+    """)
+    result = await run_sandboxed(code, FAST)
+    assert result.stdout.split() == ["keyctl", "-1", "1", "shmget", "-1", "1"], result.stderr
+    assert "seccomp" in result.isolation
+
+
+@needs_filter
+@pytest.mark.parametrize("limits", [FAST, HOOK_ONLY], ids=["all_layers", "without_namespaces"])
+async def test_only_unix_and_ip_sockets_can_be_made(limits):
+    code = program("""
+        import socket
+        for family in (socket.AF_UNIX, socket.AF_INET, socket.AF_NETLINK, 40):  # 40: AF_VSOCK
+            try:
+                socket.socket(family, socket.SOCK_DGRAM if family != socket.AF_NETLINK else socket.SOCK_RAW)
+                print(family, "made")
+            except OSError as exc:
+                print(family, exc.errno)
+    """)
+    result = await run_sandboxed(code, limits)
+    assert result.stdout.split() == ["1", "made", "2", "made", "16", "97", "40", "97"], result.stderr
+
+
+@needs_namespaces
+async def test_the_program_has_its_own_ipc_and_uts_namespaces():
+    result = await run_sandboxed("print('ok')\n", FAST)
+    assert {"ipc_ns", "uts_ns"} <= set(result.isolation)
+
+
+async def test_a_program_cannot_pass_its_exit_for_a_failed_setup_or_a_cpu_limit():
+    forged_setup = (
+        'import os, sys\nsys.stderr.write("sandbox: forged\\n"); sys.stderr.flush(); os._exit(125)\n'
+    )
+    result = await run_sandboxed(forged_setup, FAST)  # not a RunError: the program's code ran
+    assert result.exit_code == 125 and result.stderr == "sandbox: forged\n"
+    result = await run_sandboxed("import sys\nsys.exit(152)\n", FAST)
+    assert result.exit_code == 152 and result.killed_reason == ""
+
+
+async def test_a_work_directory_deeper_than_the_recursion_limit_is_removed(monkeypatch):
+    import masorch.agents.sandbox as sandbox
+
+    roots: list[str] = []
+    remove = sandbox._remove_tree
+    monkeypatch.setattr(sandbox, "_remove_tree", lambda root: (roots.append(root), remove(root)))
+    code = program("""
+        import os
+        for _ in range(1500):
+            os.mkdir("d"); os.chdir("d")
+        os.symlink("/", "up")
+        print("deep")
+    """)
+    result = await run_sandboxed(code, HOOK_ONLY)  # no namespaces: the tree is on the host's disk
+    assert result.stdout == "deep\n", result.stderr
+    assert roots and not os.path.exists(roots[0])

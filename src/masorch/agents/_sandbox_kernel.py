@@ -12,6 +12,9 @@ boundaries, each of which holds when model code has defeated every Python-level 
 * :func:`restrict_with_landlock`: the calling process and its descendants may read only the given
   paths, write only the work directory, execute nothing, change no mount, connect or bind no TCP
   port and signal no process outside the sandbox (each as far as the kernel's Landlock ABI goes).
+* :func:`restrict_syscalls`: a seccomp filter refuses the kernel interfaces none of the other
+  layers confine: the kernel keyrings (the caller's session keyring is inherited), SysV IPC,
+  ``ptrace``, and sockets of any family but Unix and IP (a VM's ``AF_VSOCK`` reaches its host).
 """
 
 from __future__ import annotations
@@ -27,6 +30,8 @@ _SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 _LANDLOCK_CREATE_RULESET_VERSION = 1
 _LANDLOCK_RULE_PATH_BENEATH = 1
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
 _PR_CAPBSET_DROP = 24
 _PR_SET_DUMPABLE = 4
 
@@ -194,6 +199,89 @@ def restrict_with_landlock(read: Iterable[str], write: Iterable[str]) -> int:
     finally:
         os.close(ruleset)
     return abi
+
+
+# seccomp: per architecture, its audit id and the numbers of the system calls the filter refuses.
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+_DENIED_SYSCALLS = {
+    # add_key, request_key, keyctl; shmget, semget, msgget; ptrace; io_uring_setup, _enter, _register
+    # (io_uring would make sockets and open files past this filter)
+    "x86_64": (248, 249, 250, 29, 64, 68, 101, 425, 426, 427),
+    "aarch64": (217, 218, 219, 194, 190, 186, 117, 425, 426, 427),
+}
+_SYS_SOCKET = {"x86_64": 41, "aarch64": 198}
+_X32_SYSCALL_BIT = 0x40000000  # x86_64's x32 ABI: the same calls under other numbers
+#: Socket families a program may create (loopback-only inside the network namespace): Unix, IPv4, IPv6.
+ALLOWED_SOCKET_FAMILIES = (1, 2, 10)
+_EPERM = 1
+_EAFNOSUPPORT = 97
+_BPF_LD_W_ABS = 0x20
+_BPF_JEQ_K = 0x15
+_BPF_JGE_K = 0x35
+_BPF_RET_K = 0x06
+_RET_ALLOW = 0x7FFF0000
+_RET_ERRNO = 0x00050000
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def seccomp_program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The classic-BPF filter of :func:`restrict_syscalls` for ``machine`` as (code, jt, jf, k).
+
+    A call through another architecture's entry point (x86_64's 32-bit and x32 ones) fails with
+    ``EPERM``, the denied calls fail with ``EPERM``, ``socket`` of another family than
+    :data:`ALLOWED_SOCKET_FAMILIES` fails with ``EAFNOSUPPORT``; everything else is allowed.
+
+    >>> prog = seccomp_program("x86_64")
+    >>> prog[0], prog[-1]
+    ((32, 0, 0, 4), (6, 0, 0, 327681))
+    """
+    Jump = int | str
+    code: list[tuple[int, Jump, Jump, int]] = [
+        (_BPF_LD_W_ABS, 0, 0, 4),  # the architecture
+        (_BPF_JEQ_K, 0, "eperm", _AUDIT_ARCH[machine]),
+        (_BPF_LD_W_ABS, 0, 0, 0),  # the system call number
+        (_BPF_JGE_K, "eperm", 0, _X32_SYSCALL_BIT),
+        *((_BPF_JEQ_K, "eperm", 0, nr) for nr in _DENIED_SYSCALLS[machine]),
+        (_BPF_JEQ_K, 0, "allow", _SYS_SOCKET[machine]),
+        (_BPF_LD_W_ABS, 0, 0, 16),  # socket's first argument (its low half on both): the family
+        *((_BPF_JEQ_K, "allow", 0, family) for family in ALLOWED_SOCKET_FAMILIES),
+        (_BPF_RET_K, 0, 0, _RET_ERRNO | _EAFNOSUPPORT),
+    ]
+    labels = {"allow": len(code), "eperm": len(code) + 1}
+    code += [(_BPF_RET_K, 0, 0, _RET_ALLOW), (_BPF_RET_K, 0, 0, _RET_ERRNO | _EPERM)]
+
+    def offset(at: int, jump: Jump) -> int:
+        return labels[jump] - at - 1 if isinstance(jump, str) else jump
+
+    return [(op, offset(i, jt), offset(i, jf), k) for i, (op, jt, jf, k) in enumerate(code)]
+
+
+def restrict_syscalls() -> None:
+    """Install :func:`seccomp_program` on this process and its future children. Irreversible.
+
+    Raises ``OSError`` on an architecture it has no numbers for or when the kernel refuses it.
+    """
+    machine = os.uname().machine
+    if machine not in _AUDIT_ARCH:
+        raise OSError(f"seccomp: unsupported architecture {machine}")
+    program = seccomp_program(machine)
+    filters = (_SockFilter * len(program))(*(_SockFilter(*ins) for ins in program))
+    fprog = _SockFprog(len(program), filters)
+    libc = _libc()
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
+    _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
 
 
 def drop_capabilities() -> None:

@@ -249,16 +249,21 @@ def main() -> None:
     except OSError as exc:
         _setup_failed("could not drop privileges", exc)
     status_fd = config.get("status_fd")
+    # The program's process writes one byte here once it is confined, just before the user's code
+    # runs, and closes it: the supervisor then knows whether an exit came from setup or from the code.
+    ready_read, ready_write = os.pipe()
     pid = os.fork()
     if pid == 0:
+        os.close(ready_read)
         if status_fd is not None:
             os.close(status_fd)
-        _run_program(config, kernel, root, program, read_paths)
+        _run_program(config, kernel, root, program, read_paths, ready_write)
         return
-    _supervise(pid, status_fd)
+    os.close(ready_write)
+    _supervise(pid, status_fd, ready_read)
 
 
-def _supervise(pid: int, status_fd: int | None) -> None:
+def _supervise(pid: int, status_fd: int | None, ready_fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     while True:
         try:
@@ -266,7 +271,12 @@ def _supervise(pid: int, status_fd: int | None) -> None:
             break
         except InterruptedError:
             continue
-    report: dict[str, Any] = {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3)}
+    os.set_blocking(ready_fd, False)
+    try:
+        confined = os.read(ready_fd, 1) == b"1"
+    except BlockingIOError:
+        confined = False
+    report: dict[str, Any] = {"cpu_s": round(usage.ru_utime + usage.ru_stime, 3), "confined": confined}
     if os.WIFSIGNALED(status):
         report["signal"] = os.WTERMSIG(status)
         code = 128 + report["signal"]
@@ -278,11 +288,15 @@ def _supervise(pid: int, status_fd: int | None) -> None:
     os._exit(code)
 
 
-def _run_program(config: dict[str, Any], kernel: Any, root: str, program: str, read_paths: list[str]) -> None:
+def _run_program(
+    config: dict[str, Any], kernel: Any, root: str, program: str, read_paths: list[str], ready_fd: int
+) -> None:
     try:
         if config.get("landlock"):
             kernel.restrict_with_landlock([*read_paths, *kernel.DEVICES], [root, "/dev/null"])
         kernel.drop_capabilities()
+        if config.get("seccomp"):
+            kernel.restrict_syscalls()
     except OSError as exc:
         _setup_failed("could not confine the program", exc)
     _set_limits(config)
@@ -302,6 +316,8 @@ def _run_program(config: dict[str, Any], kernel: Any, root: str, program: str, r
         sys.addaudithook(_make_hook(root, read_roots))
     import runpy
 
+    os.write(ready_fd, b"1")  # confined: what ends the process from here on is the program's doing
+    os.close(ready_fd)
     try:
         runpy.run_path(program, run_name="__main__")
     except SystemExit:

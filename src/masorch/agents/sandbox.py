@@ -7,10 +7,12 @@ and an environment built from scratch (nothing of the parent's is inherited, so 
 
 Layers, from the operating system up, and what each one covers:
 
-* **Namespaces** (``unshare --user --map-root-user --net --pid --fork --kill-child --mount-proc``,
-  used when the host allows it; probed once per process): a new network namespace with only a
-  down loopback, so no connection to anything, host loopback included; a new PID namespace, so
-  host processes are invisible and every process of the program dies with its first one.
+* **Namespaces** (``unshare --user --map-root-user --net --pid --ipc --uts --fork --kill-child
+  --mount-proc``, used when the host allows it; probed once per process): a new network namespace
+  with only a down loopback, so no connection to anything, host loopback included; a new PID
+  namespace, so host processes are invisible and every process of the program dies with its first
+  one; a new IPC namespace, so no SysV shared memory, semaphore or queue of the host is reachable
+  and none outlives the run; a new UTS namespace (the host name stays the host's own).
 * **Private root** (in that namespace's mount namespace, see ``_sandbox_kernel``): the child's
   ``/`` becomes a fresh read-only tmpfs with read-only bind mounts of only the import path, the
   shared libraries and a few devices, and the work directory is a private tmpfs; the host's tree
@@ -19,6 +21,10 @@ Layers, from the operating system up, and what each one covers:
   paths, writes only in the work directory, no exec, no mount changes, no TCP, no signals out.
   With the private root, each of the two holds alone (``tests/agents/test_sandbox_hostile.py``).
 * **No privilege**: the program drops every capability and sets no-new-privileges.
+* **System-call filter** (seccomp, x86_64 and aarch64, probed once per process): the kernel
+  keyrings (the caller's session keyring is otherwise inherited, keys and all), SysV IPC (for
+  hosts without the IPC namespace), ``ptrace``, ``io_uring`` and sockets of any family but Unix and
+  IP (``AF_VSOCK`` reaches a VM's host, past every namespace) are refused.
 * **Process count**: a ``pids`` cgroup (v1, or v2 where our cgroup delegates ``pids``) per run
   with ``pids.max = max_processes``, joined before anything else; it stops fork bombs, including
   as root. Where no cgroup can be made and masorch is not root, ``RLIMIT_NPROC`` inside the user
@@ -78,7 +84,17 @@ from masorch.errors import RunError
 logger = logging.getLogger(__name__)
 
 _PRELUDE = Path(__file__).with_name("_sandbox_prelude.py")
-_NAMESPACE_ARGS = ("--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--mount-proc")
+_NAMESPACE_ARGS = (
+    "--user",
+    "--map-root-user",
+    "--net",
+    "--pid",
+    "--ipc",
+    "--uts",
+    "--fork",
+    "--kill-child",
+    "--mount-proc",
+)
 #: The exit status the prelude uses when the CPU limit is reached (see ``_sandbox_prelude``).
 EXIT_CPU_LIMIT = 152
 #: The exit status of a prelude that could not set up a promised layer (no user code ran).
@@ -106,6 +122,7 @@ class SandboxLimits:
     namespaces: bool = True
     audit_hook: bool = True
     landlock: bool = True
+    seccomp: bool = True
 
 
 @dataclass(frozen=True)
@@ -279,6 +296,45 @@ def _probe_private_root(prefix: tuple[str, ...]) -> str:
     return ""
 
 
+def syscall_filter() -> bool:
+    """Whether the sandbox's seccomp filter holds on this host (probed once per process, logged if not)."""
+    with _PROBE_LOCK:
+        return _probe_syscall_filter()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_syscall_filter() -> bool:
+    root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-probe-"))
+    try:
+        # Netlink exists on every Linux: refused with EAFNOSUPPORT, it was the filter that refused it.
+        Path(root, "main.py").write_text(
+            "import socket\ntry:\n    socket.socket(socket.AF_NETLINK, socket.SOCK_RAW)\n"
+            "except OSError as e:\n    print(e.errno)\n"
+        )
+        config = {"root": root, "seccomp": True, "audit_hook": False, "work_bytes": 1 << 20, **_PROBE_LIMITS}
+        argv = [sys.executable, "-I", "-S", "-B", str(_PRELUDE), json.dumps(config)]
+        done = subprocess.run(
+            argv, cwd=root, env=_environment(root), capture_output=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        problem = str(exc)
+    else:
+        problem = (
+            ""
+            if done.returncode == 0 and done.stdout.strip() == b"97"
+            else (done.stderr.decode(errors="replace").strip()[-300:] or f"exit status {done.returncode}")
+        )
+    finally:
+        _remove_tree(root)
+    if problem:
+        logger.warning(
+            "sandbox: no system-call filter (seccomp) on this host: %s; kernel keyrings, SysV IPC "
+            "without the IPC namespace, ptrace, io_uring and non-IP sockets are not refused",
+            problem,
+        )
+    return not problem
+
+
 _PROBE_LIMITS = {"cpu_s": 10, "memory_bytes": 1 << 30, "file_size_bytes": 1 << 20, "max_open_files": 64}
 
 
@@ -327,6 +383,7 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
     boundary = await asyncio.to_thread(file_boundary)
     private_root = bool(prefix) and "private_root" in boundary
     landlock = limits.landlock and "landlock" in boundary
+    seccomp = limits.seccomp and await asyncio.to_thread(syscall_filter)
     memory_bytes = limits.memory_mb * 1024 * 1024
     pids_group, memory_group = _cgroups(limits.max_processes, memory_bytes)
     groups = [g for g in (pids_group, memory_group) if g is not None]
@@ -338,10 +395,11 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
         "nproc_limit": use_nproc,
         "private_root": private_root,
         "landlock": landlock,
+        "seccomp": seccomp,
         "audit_hook": limits.audit_hook,
     }
     isolation = ["fresh_env", "rlimits", "process_group"]
-    isolation += ["user_ns", "net_ns", "pid_ns"] if prefix else []
+    isolation += ["user_ns", "net_ns", "pid_ns", "ipc_ns", "uts_ns"] if prefix else []
     isolation += [name for name, on in layers.items() if on]
     root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-"))
     try:
@@ -358,6 +416,7 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
             "audit_hook": limits.audit_hook,
             "private_root": private_root,
             "landlock": landlock,
+            "seccomp": seccomp,
             # The work directory is a tmpfs in the program's memory (its pages count against it).
             "work_bytes": memory_bytes,
         }
@@ -404,13 +463,33 @@ def _cgroups(max_processes: int, memory_bytes: int) -> tuple[Path | None, Path |
 
 
 def _remove_tree(root: str) -> None:
-    def log_error(function: object, path: str, error: object) -> None:
-        logger.warning("sandbox: could not remove %s: %s", path, error)
+    """Remove a work directory however deep the program made it (an explicit stack, no recursion:
+    the interpreter's recursion limit is smaller than a program's 1,500 nested directories)."""
+    stack, emptied = [root], []
+    while stack:
+        top = stack.pop()
+        emptied.append(top)
+        try:
+            entries = list(os.scandir(top))
+        except OSError as exc:
+            logger.warning("sandbox: could not list %s: %s", top, exc)
+            continue
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(entry.path)
+            else:
+                _remove(os.unlink, entry.path)
+    for directory in reversed(emptied):  # children were listed after their parents
+        _remove(os.rmdir, directory)
 
-    if sys.version_info >= (3, 12):
-        shutil.rmtree(root, onexc=log_error)
-    else:
-        shutil.rmtree(root, onerror=log_error)
+
+def _remove(function: Any, path: str) -> None:
+    try:
+        function(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        logger.warning("sandbox: could not remove %s: %s", path, exc)
 
 
 async def _run(
@@ -479,14 +558,15 @@ def _program_exit(
     """The program's exit code (negative: the signal that ended it) and the supervisor's report.
 
     The supervisor's own exit code is the program's unless its report says otherwise; a sandbox
-    that could not be set up is a RunError.
+    that could not be set up is a RunError. Only the supervisor's report says whether the program's
+    code ran (``confined``), so a program cannot pass its own exit for a failed setup.
     """
-    if returncode == EXIT_SETUP_FAILED and stderr.startswith(b"sandbox: "):
+    report = _read_status(status_read)
+    if returncode == EXIT_SETUP_FAILED and not report.get("confined") and stderr.startswith(b"sandbox: "):
         raise RunError(
-            f"the sandbox could not be set up: {stderr.decode(errors='replace').strip()}",
+            f"the sandbox could not be set up: {stderr.decode(errors='replace').strip()[:300]}",
             hint="check that this process may write to its cgroups and create namespaces, or report the host",
         )
-    report = _read_status(status_read)
     if "signal" in report:
         return -int(report["signal"]), report
     if "exit" in report:
@@ -510,7 +590,8 @@ def _read_status(fd: int) -> dict[str, Any]:
 
 def _limit_reached(exit_code: int | None, cpu_used: float, cpu_limit: int) -> str:
     """The limit that ended a program the kernel or the prelude stopped, else ``""``."""
-    if exit_code == EXIT_CPU_LIMIT:
+    # The CPU time is the supervisor's measurement, so a program cannot claim the limit by its exit code.
+    if exit_code == EXIT_CPU_LIMIT and cpu_used >= 0.95 * cpu_limit:
         return "cpu_limit"
     # A program that ignores SIGXCPU is killed with SIGKILL at the hard limit (one second later).
     if exit_code in (-signal.SIGKILL, -signal.SIGXCPU) and cpu_used >= cpu_limit:
