@@ -242,3 +242,21 @@ async def test_roles_route_calls_per_kind_and_to_the_judge():
     types = [e.type for e in trace.events]
     assert types[0] == "run_started" and types[-1] == "run_finished"
     assert types.count("llm_call") == 3 and types.count("node_finished") == 3
+
+
+async def test_a_cancelled_run_cancels_its_running_nodes_before_it_ends():
+    import asyncio
+
+    sleeps = [("a", "sleep", "A", {"seconds": 30}), ("b", "sleep", "B", {"seconds": 30})]
+    plan = vplan([*sleeps, ("z", "cot", "j")], [("a", "z"), ("b", "z")])
+    task = asyncio.create_task(run(plan, agents=registry(SleepAgent())))
+    for _ in range(200):  # until both sleeps run
+        nodes = [t for t in asyncio.all_tasks() if t.get_name().startswith("node:")]
+        if len(nodes) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert len(nodes) == 2
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert all(t.cancelled() for t in nodes)  # ended with the run, not left to sleep on

@@ -183,16 +183,22 @@ class _Run:
             if self.waiting[nid] == 0:
                 self._ready(nid)
         deadline_hit = False
-        while self.running:
-            done, _ = await asyncio.wait(
-                self.running, timeout=self.session.remaining_s(), return_when=asyncio.FIRST_COMPLETED
-            )
-            if not done:
-                deadline_hit = True
-                break
-            for task in done:
-                nid = self.running.pop(task)
-                self._finish(nid, task.result())  # a bug in the executor itself propagates here
+        try:
+            while self.running:
+                done, _ = await asyncio.wait(
+                    self.running, timeout=self.session.remaining_s(), return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    deadline_hit = True
+                    break
+                for task in done:
+                    nid = self.running.pop(task)
+                    self._finish(nid, task.result())  # a bug in the executor itself propagates here
+        except BaseException:
+            # Cancelled (a caller's timeout, a client that went away) or failed: the nodes' calls stop
+            # too, and are waited for, so nothing runs on after the run is over.
+            await self._cancel_running()
+            raise
         if deadline_hit:
             await self._stop_at_deadline()
         return self._outcome(deadline_hit)
@@ -316,6 +322,13 @@ class _Run:
     def _not_started_at_deadline(self) -> NodeOutput:
         error = f"not started before the run deadline ({self.session.deadline_s or 0.0:g} s)"
         return NodeOutput(status=NodeStatus.TIMEOUT, error=error)
+
+    async def _cancel_running(self) -> None:
+        tasks = list(self.running)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
 
     async def _stop_at_deadline(self) -> None:
         self.stopped = True
