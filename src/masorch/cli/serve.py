@@ -90,12 +90,14 @@ def _serve(
     import uvicorn
 
     from masorch.run import Environment, EnvSpec
-    from masorch.serve.app import ServeOptions, make_app
+    from masorch.serve.app import LOOPBACK_HOSTS, ServeOptions, make_app
 
     env = Environment(
         EnvSpec.default(cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots)
     )
-    app = make_app(specs, env, ServeOptions(token=token, concurrency=concurrency, timeout_s=timeout))
+    hosts = LOOPBACK_HOSTS if _loopback(host) else None  # on loopback: no DNS-rebinding page gets in
+    options = ServeOptions(token=token, concurrency=concurrency, timeout_s=timeout, hosts=hosts)
+    app = make_app(specs, env, options)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="off"))
     typer.echo(f"masorch serve: {', '.join(s.name for s in specs)} on http://{host}:{port}/v1", err=True)
 

@@ -42,11 +42,20 @@ MAX_BODY_BYTES = 1 << 20
 
 @dataclass(frozen=True)
 class ServeOptions:
-    """How the endpoint runs: ``token`` (None: no auth), runs at once, and each request's deadline."""
+    """How the endpoint runs: ``token`` (None: no auth), runs at once, and each request's deadline.
+
+    ``hosts`` (None: any) are the names a request's ``Host`` header may give; a server on loopback
+    accepts only loopback names, so a web page rebinding its own name to 127.0.0.1 reaches nothing.
+    """
 
     token: str | None = None
     concurrency: int = 4
     timeout_s: float | None = 1800.0
+    hosts: tuple[str, ...] | None = None
+
+
+#: The ``Host`` names of a server bound to a loopback address.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class _BadRequest(Exception):
@@ -63,6 +72,8 @@ def make_app(systems: Sequence[System], env: Environment, options: ServeOptions 
     created = int(time.time())
 
     def check_auth(request: Request) -> None:
+        if opts.hosts is not None and _host_name(request.headers.get("host", "")) not in opts.hosts:
+            raise _BadRequest(421, "this server does not answer for that Host", "invalid_request_error")
         if opts.token is None:
             return
         given = request.headers.get("authorization", "")
@@ -82,6 +93,11 @@ def make_app(systems: Sequence[System], env: Environment, options: ServeOptions 
     async def chat(request: Request) -> Response:
         try:
             check_auth(request)
+            # A JSON type makes a browser ask first (CORS), which this server never allows: a web
+            # page cannot start runs with a form or a text/plain POST.
+            kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+            if kind != "application/json":
+                raise _BadRequest(415, "send the request body as Content-Type: application/json")
             body = await _read_json(request)
             system = _system(body, by_name)
             question = _question(body)
@@ -104,6 +120,18 @@ def make_app(systems: Sequence[System], env: Environment, options: ServeOptions 
     return Starlette(routes=routes)
 
 
+def _host_name(header: str) -> str:
+    """The host of a ``Host`` header, without port or IPv6 brackets, lower case.
+
+    >>> _host_name("[::1]:8000"), _host_name("LocalHost:80"), _host_name("127.0.0.1")
+    ('::1', 'localhost', '127.0.0.1')
+    """
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:].split("]", 1)[0]
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
 async def _read_json(request: Request) -> Mapping[str, Any]:
     length = request.headers.get("content-length")
     if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
@@ -115,8 +143,8 @@ async def _read_json(request: Request) -> Mapping[str, Any]:
             raise _BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
     try:
         body = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise _BadRequest(400, "the request body is not JSON") from None
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise _BadRequest(400, "the request body is not JSON (or nested too deeply)") from None
     if not isinstance(body, dict):
         raise _BadRequest(400, "the request body is not a JSON object")
     return body
@@ -139,7 +167,8 @@ def _question(body: Mapping[str, Any]) -> str:
         if isinstance(m, dict) and m.get("role") == "user":
             content = m.get("content")
             if isinstance(content, list):  # content parts: the text ones
-                content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+                texts = (p.get("text") for p in content if isinstance(p, dict))
+                content = "".join(t for t in texts if isinstance(t, str))
             if isinstance(content, str) and content.strip():
                 return content
             break
@@ -203,6 +232,24 @@ def _failed(system: System, result: RunResult) -> Response:
     return JSONResponse({"error": error, "masorch": _extra(result)}, status_code=502)
 
 
+def _clean(value: Any) -> Any:
+    """A progress event as JSON values: every string redacted (URL credentials, query values) and
+    made encodable (a lone surrogate from a model or a client becomes U+FFFD).
+
+    >>> _clean({"error": "GET http://h/v1?key=abc " + chr(0xD800), "n": [1, 2.5, None]})
+    {'error': 'GET http://h/v1?key=*** \ufffd', 'n': [1, 2.5, None]}
+    """
+    if isinstance(value, str):
+        return redact("".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in value))
+    if isinstance(value, Mapping):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return _clean(str(value))
+
+
 def _error(exc: _BadRequest) -> Response:
     return JSONResponse({"error": {"message": exc.message, "type": exc.kind}}, status_code=exc.status)
 
@@ -223,7 +270,7 @@ async def _stream(
             "choices": [{"index": 0, "delta": dict(delta), "finish_reason": finish}],
             **extra,
         }
-        return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+        return f"data: {json.dumps(body)}\n\n"  # ASCII: any text, a lone surrogate too, stays sendable
 
     async def go() -> RunResult:
         async with gate:
@@ -236,8 +283,7 @@ async def _stream(
     try:
         yield chunk({"role": "assistant", "content": ""})
         while (event := await events.get()) is not None:
-            progress = json.loads(redact(event.model_dump_json()))
-            yield chunk({}, masorch={"event": progress})
+            yield chunk({}, masorch={"event": _clean(event.model_dump(mode="python"))})
         result = await task
         if result.ok:
             yield chunk({"content": result.answer})
