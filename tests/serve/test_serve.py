@@ -176,3 +176,13 @@ def test_a_stream_survives_a_url_with_a_query(server: str) -> None:
         assert "".join(c.choices[0].delta.content or "" for c in chunks) == "5"
         assert chunks[-1].choices[0].finish_reason == "stop"
         assert "key=abc" not in str([c.model_extra for c in chunks])  # query values are masked
+
+
+def test_routing_errors_are_openai_shaped_and_the_bearer_scheme_is_case_insensitive() -> None:
+    client = TestClient(_app(token="t0k"))
+    for method, path, status in (("GET", "/v1/nothing", 404), ("GET", "/v1/chat/completions", 405)):
+        reply = client.request(method, path)
+        assert reply.status_code == status and path in reply.json()["error"]["message"]
+    reply = client.get("/v1/models/", headers={"Host": "attacker.example"}, follow_redirects=False)
+    assert reply.status_code == 404  # no redirect to the Host the request named
+    assert client.get("/v1/models", headers={"Authorization": "bearer t0k"}).status_code == 200

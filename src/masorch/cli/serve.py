@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         """Serve systems as models: POST /v1/chat/completions with model=SYSTEM, GET /v1/models."""
         require_extra("starlette", "serve")
         require_extra("uvicorn", "serve")
-        token = token or os.environ.get(TOKEN_ENV) or None
+        token = (token or os.environ.get(TOKEN_ENV) or "").strip() or None  # blank: no token
         if not _loopback(host) and token is None:
             raise UsageError(
                 f"--host {host} serves beyond this machine without a token",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -53,6 +54,10 @@ class ServeOptions:
     timeout_s: float | None = 1800.0
     hosts: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        if self.token is not None and not self.token.strip():
+            raise ValueError("a blank token would lock every client out: give a token, or None for no auth")
+
 
 #: The ``Host`` names of a server bound to a loopback address.
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -76,8 +81,11 @@ def make_app(systems: Sequence[System], env: Environment, options: ServeOptions 
             raise _BadRequest(421, "this server does not answer for that Host", "invalid_request_error")
         if opts.token is None:
             return
-        given = request.headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {opts.token}".encode()):
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        # The scheme is case-insensitive (RFC 7235); the token's bytes (headers arrive as latin-1
+        # text) are compared in constant time with the token's UTF-8.
+        sent = given.strip().encode("latin-1", "replace")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(sent, opts.token.encode()):
             raise _BadRequest(401, "missing or wrong bearer token", "authentication_error")
 
     async def models(request: Request) -> Response:
@@ -117,7 +125,16 @@ def make_app(systems: Sequence[System], env: Environment, options: ServeOptions 
         Route("/v1/models", models, methods=["GET"]),
         Route("/v1/chat/completions", chat, methods=["POST"]),
     ]
-    return Starlette(routes=routes)
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        # Routing errors in the OpenAI shape too, and no redirect that echoes the Host header.
+        assert isinstance(exc, HTTPException)
+        reason = "no such endpoint (see GET /v1/models)" if exc.status_code == 404 else exc.detail
+        return _error(_BadRequest(exc.status_code, f"{request.method} {request.url.path[:80]}: {reason}"))
+
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+    app.router.redirect_slashes = False
+    return app
 
 
 def _host_name(header: str) -> str:
