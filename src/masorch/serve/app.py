@@ -30,6 +30,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from masorch.errors import MasorchError
 from masorch.redact import redact
 from masorch.run import Environment, RunResult, System, run
 from masorch.trace.events import Event
@@ -201,9 +202,12 @@ async def _run(
         return await asyncio.wait_for(run(system, question, env, trace=sink), opts.timeout_s)
     except TimeoutError:
         return RunResult(status="timeout", error=f"the request deadline of {opts.timeout_s:g} s passed")
-    except Exception as exc:  # a bad system or environment: the client gets the reason, not a hang
+    except MasorchError as exc:  # a bad system or environment: the client gets the reason, not a hang
         logger.warning("run failed: %s: %s", type(exc).__name__, redact(str(exc)))
         return RunResult(status="error", error=redact(f"{type(exc).__name__}: {exc}"))
+    except Exception as exc:  # anything else may hold paths or internals: they stay in the server's log
+        logger.exception("run failed: %s", type(exc).__name__)
+        return RunResult(status="error", error=f"internal error ({type(exc).__name__}); see the server log")
 
 
 def _usage(result: RunResult) -> dict[str, Any]:
