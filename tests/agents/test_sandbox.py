@@ -20,6 +20,7 @@ from masorch.agents.sandbox import (
     namespace_prefix,
     pids_cgroup_base,
     run_sandboxed,
+    syscall_filter,
 )
 from masorch.errors import RunError
 
@@ -419,8 +420,7 @@ async def test_a_host_without_kernel_boundary_is_loud_and_recorded(fresh_boundar
 
 
 needs_filter = pytest.mark.skipif(
-    not __import__("masorch.agents.sandbox", fromlist=["syscall_filter"]).syscall_filter(),
-    reason="this host has no seccomp filter for the sandbox",
+    not syscall_filter(), reason="this host has no seccomp filter for the sandbox"
 )
 
 # Reaches the prelude's globals and empties the audit hook's checks, so the kernel layers alone meet
