@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -28,10 +29,17 @@ pytestmark = pytest.mark.timeout(60)
 QUESTION = "Item 1. What is 2 plus 3?"
 
 
-def _app(token: str | None = None, hosts: tuple[str, ...] | None = None, **model: object):
+def _app(
+    token: str | None = None,
+    hosts: tuple[str, ...] | None = None,
+    limits: dict[str, Any] | None = None,
+    factory: Any = None,
+    **model: object,
+):
     systems = parse_systems("sas:cot,mas:high", model="scripted:m")
-    env = Environment(EnvSpec(backend_factory=SumBackendFactory(**model)))
-    return make_app(systems, env, ServeOptions(token=token, concurrency=4, timeout_s=30, hosts=hosts))
+    env = Environment(EnvSpec(backend_factory=factory or SumBackendFactory(**model)))
+    options = ServeOptions(token=token, hosts=hosts, **({"concurrency": 4, "timeout_s": 30} | (limits or {})))
+    return make_app(systems, env, options)
 
 
 @pytest.fixture()
@@ -98,6 +106,21 @@ def test_wrong_token_unknown_system_and_bad_bodies_are_clear_4xx() -> None:
             b'{"model": "sas:cot", "messages": [{"role": "user", "content": [{"text": 5}]}]}',
             400,
             "user message",
+        ),
+        (
+            b'{"model": "sas:cot", "messages": [{"role": "user", "content": "q"}], "stream": "no"}',
+            400,
+            "`stream`",
+        ),
+        (
+            b'{"model": "sas:cot", "messages": [{"role": "user", "content": "q"}], "n": 3}',
+            400,
+            "`n` must be 1",
+        ),
+        (
+            b'{"model": "sas:cot", "messages": [{"role": "user", "content": "q"}], "max_tokens": "9"}',
+            400,
+            "max_tokens",
         ),
     ]
     json_type = {**auth, "Content-Type": "application/json; charset=utf-8"}
@@ -186,3 +209,100 @@ def test_routing_errors_are_openai_shaped_and_the_bearer_scheme_is_case_insensit
     reply = client.get("/v1/models/", headers={"Host": "attacker.example"}, follow_redirects=False)
     assert reply.status_code == 404  # no redirect to the Host the request named
     assert client.get("/v1/models", headers={"Authorization": "bearer t0k"}).status_code == 200
+
+
+def _post_all(app: Any, count: int) -> list[Any]:
+    """``count`` chat requests at once through the ASGI app; their replies."""
+    import httpx
+
+    async def go() -> list[Any]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            body = {"model": "sas:cot", "messages": [{"role": "user", "content": QUESTION}]}
+            return list(
+                await asyncio.gather(*(client.post("/v1/chat/completions", json=body) for _ in range(count)))
+            )
+
+    return asyncio.run(go())
+
+
+def test_a_full_server_says_busy_and_a_deadline_counts_the_wait_for_a_slot() -> None:
+    # One run at a time and one waiting: the third request is refused at once, not queued.
+    replies = _post_all(_app(limits={"concurrency": 1, "max_waiting": 1}, delay_s=0.3), 3)
+    assert sorted(r.status_code for r in replies) == [200, 200, 503]
+    busy = next(r for r in replies if r.status_code == 503)
+    assert busy.headers["retry-after"] and busy.json()["error"]["type"] == "server_busy"
+    # Two runs of 0.6 s through one slot under a 1 s deadline: the second spends 0.6 s waiting, so
+    # its deadline passes during its run, and the error says how much of it was the wait.
+    replies = _post_all(_app(limits={"concurrency": 1, "timeout_s": 1.0}, delay_s=0.6), 2)
+    assert sorted(r.status_code for r in replies) == [200, 502]
+    late = next(r for r in replies if r.status_code == 502).json()
+    assert (
+        late["masorch"]["status"] == "timeout" and "waiting for a free run slot" in late["error"]["message"]
+    )
+
+
+class _Watched:
+    """A backend factory whose calls say when they start and when they are cancelled."""
+
+    def __init__(self) -> None:
+        self.started = threading.Event()
+        self.cancelled = threading.Event()
+
+    def __call__(self, spec: str) -> Any:
+        inner = SumBackendFactory(delay_s=30)(spec)
+        watch = self
+
+        class Backend:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(inner, name)
+
+            async def complete(self, messages: Any, config: Any) -> Any:
+                watch.started.set()
+                try:
+                    return await inner.complete(messages, config)
+                except asyncio.CancelledError:
+                    watch.cancelled.set()
+                    raise
+
+        return Backend()
+
+
+def test_a_client_that_hangs_up_on_a_plain_request_cancels_its_run() -> None:
+    watched = _Watched()
+    app = _app(factory=watched)
+    body = b'{"model": "sas:cot", "messages": [{"role": "user", "content": "Item 1. What is 2 plus 3?"}]}'
+    sent: list[dict[str, Any]] = []
+
+    async def go() -> None:
+        delivered = False
+
+        async def receive() -> dict[str, Any]:
+            nonlocal delivered
+            if not delivered:
+                delivered = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            while not watched.started.is_set():  # the client hangs up once the run is under way
+                await asyncio.sleep(0.01)
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "POST",
+            "scheme": "http",
+            "path": "/v1/chat/completions",
+            "raw_path": b"/v1/chat/completions",
+            "query_string": b"",
+            "root_path": "",
+            "headers": [(b"host", b"t"), (b"content-type", b"application/json")],
+            "client": ("127.0.0.1", 1),
+            "server": ("t", 80),
+        }
+        await asyncio.wait_for(app(scope, receive, send), 10)  # not the backend's 30 s
+
+    asyncio.run(go())
+    assert watched.cancelled.is_set(), "the run's call must be cancelled when its client hangs up"

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import signal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from masorch.errors import UsageError, require_extra
 from masorch.run.system import System
+
+if TYPE_CHECKING:
+    from masorch.serve.app import ServeOptions
 
 #: The environment variable a bearer token may come from (so it stays out of shell history).
 TOKEN_ENV = "MASORCH_SERVE_TOKEN"
@@ -45,7 +50,12 @@ def register(app: typer.Typer) -> None:
             None, "--token", help=f"Bearer token clients send (or ${TOKEN_ENV})."
         ),
         concurrency: int = typer.Option(4, "--concurrency", min=1, help="Runs at once; more requests wait."),
-        timeout: float = typer.Option(1800.0, "--timeout", min=1, help="Deadline of one request (seconds)."),
+        max_waiting: int = typer.Option(
+            64, "--max-waiting", min=0, help="Requests that may wait for a run; more get 503."
+        ),
+        timeout: float = typer.Option(
+            1800.0, "--timeout", min=1, help="Deadline of one request, its wait included (seconds)."
+        ),
         cache: Path | None = typer.Option(  # noqa: B008
             None, "--cache", help="Record/replay cache of every call (SQLite)."
         ),
@@ -70,16 +80,35 @@ def register(app: typer.Typer) -> None:
 
         defaults = {"model": model, "orchestrator": orchestrator}
         specs = systems_from_flags(systems, config, {k: v for k, v in defaults.items() if v is not None})
-        _serve(specs, host, port, token, concurrency, timeout, cache, max_tokens, threads, slots)
+        from masorch.serve.app import LOOPBACK_HOSTS, ServeOptions
+
+        options = ServeOptions(
+            token=token,
+            concurrency=concurrency,
+            timeout_s=timeout,
+            max_waiting=max_waiting,
+            hosts=LOOPBACK_HOSTS if _loopback(host) else None,  # on loopback: no DNS-rebinding page gets in
+        )
+        _serve(specs, host, port, options, cache, max_tokens, threads, slots)
+
+
+#: Seconds a stopping server waits for its requests before it cancels their runs.
+SHUTDOWN_GRACE_S = 10
+
+
+class _Terminated(SystemExit):
+    """SIGTERM, raised where uvicorn re-sends it once it has stopped, so the models are closed."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated(128 + signum)
 
 
 def _serve(
     specs: list[System],
     host: str,
     port: int,
-    token: str | None,
-    concurrency: int,
-    timeout: float,
+    options: ServeOptions,
     cache: Path | None,
     max_tokens: int | None,
     threads: int | None,
@@ -90,21 +119,33 @@ def _serve(
     import uvicorn
 
     from masorch.run import Environment, EnvSpec
-    from masorch.serve.app import LOOPBACK_HOSTS, ServeOptions, make_app
+    from masorch.serve.app import make_app
 
     env = Environment(
         EnvSpec.default(cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots)
     )
-    hosts = LOOPBACK_HOSTS if _loopback(host) else None  # on loopback: no DNS-rebinding page gets in
-    options = ServeOptions(token=token, concurrency=concurrency, timeout_s=timeout, hosts=hosts)
     app = make_app(specs, env, options)
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="info", lifespan="off"))
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level="info",
+        lifespan="off",
+        # Connections beyond the admitted requests (and a margin for /v1/models) get uvicorn's 503.
+        limit_concurrency=options.concurrency + options.max_waiting + 16,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
+    )
+    server = uvicorn.Server(config)
     typer.echo(f"masorch serve: {', '.join(s.name for s in specs)} on http://{host}:{port}/v1", err=True)
 
     async def main() -> None:
         try:
             await server.serve()
-        finally:
+        finally:  # Ctrl-C and SIGTERM land here too: the embedded model servers are stopped
             await env.aclose()
 
-    asyncio.run(main())
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        asyncio.run(main())
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -9,7 +9,9 @@ chunks with an empty delta) and then the answer as server-sent events.
 
 A run that ends without an answer (``invalid_plan``, ``budget``, ``timeout``, ``error``) is an HTTP
 502 with the status and the error; a bad request is a 4xx naming the problem; with a token set
-every request needs ``Authorization: Bearer TOKEN``.
+every request needs ``Authorization: Bearer TOKEN``. A request's deadline counts its wait for a run
+slot; past ``concurrency`` runs and ``max_waiting`` waiting requests a new one is a 503 with
+``Retry-After``; a client that goes away, streamed or not, cancels its run.
 """
 
 from __future__ import annotations
@@ -42,22 +44,34 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20
 
 
+#: How often a non-streamed request checks whether its client is still there (seconds).
+DISCONNECT_POLL_S = 0.5
+
+
 @dataclass(frozen=True)
 class ServeOptions:
     """How the endpoint runs: ``token`` (None: no auth), runs at once, and each request's deadline.
 
-    ``hosts`` (None: any) are the names a request's ``Host`` header may give; a server on loopback
-    accepts only loopback names, so a web page rebinding its own name to 127.0.0.1 reaches nothing.
+    ``timeout_s`` counts from the request's arrival, its wait for a run slot included; beyond
+    ``concurrency`` running and ``max_waiting`` waiting requests, a new one is refused (503) instead
+    of queued without end. ``hosts`` (None: any) are the names a request's ``Host`` header may give;
+    a server on loopback accepts only loopback names, so a web page rebinding its own name to
+    127.0.0.1 reaches nothing.
     """
 
     token: str | None = None
     concurrency: int = 4
     timeout_s: float | None = 1800.0
     hosts: tuple[str, ...] | None = None
+    max_waiting: int = 64
 
     def __post_init__(self) -> None:
         if self.token is not None and not self.token.strip():
             raise ValueError("a blank token would lock every client out: give a token, or None for no auth")
+        if self.concurrency < 1 or self.max_waiting < 0:
+            raise ValueError("concurrency must be at least 1 and max_waiting at least 0")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError("timeout_s must be a positive number of seconds, or None for no deadline")
 
 
 #: The ``Host`` names of a server bound to a loopback address.
@@ -65,16 +79,46 @@ LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 class _BadRequest(Exception):
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error") -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        kind: str = "invalid_request_error",
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.status, self.message, self.kind = status, message, kind
+        self.headers = dict(headers or {})
+
+
+class _Slots:
+    """Runs at once (a semaphore) and the requests admitted so far, running or waiting (a count)."""
+
+    def __init__(self, opts: ServeOptions) -> None:
+        self.gate = asyncio.Semaphore(opts.concurrency)
+        self.cap = opts.concurrency + opts.max_waiting
+        self.admitted = 0
+
+    def admit(self) -> None:
+        """Count a new request in, or refuse it when the server is full (no await: no race)."""
+        if self.admitted >= self.cap:
+            raise _BadRequest(
+                503,
+                f"the server is busy ({self.cap} requests running or waiting): retry later",
+                "server_busy",
+                {"Retry-After": "10"},
+            )
+        self.admitted += 1
+
+    def release(self) -> None:
+        self.admitted -= 1
 
 
 def make_app(systems: Sequence[System], env: Environment, options: ServeOptions | None = None) -> Starlette:
     """The ASGI app serving ``systems`` (by name) with ``env``; the caller closes ``env``."""
     opts = options or ServeOptions()
     by_name = {s.name: s for s in systems}
-    gate = asyncio.Semaphore(max(1, opts.concurrency))
+    slots = _Slots(opts)
     created = int(time.time())
 
     def check_auth(request: Request) -> None:
@@ -110,14 +154,18 @@ def make_app(systems: Sequence[System], env: Environment, options: ServeOptions 
             body = await _read_json(request)
             system = _system(body, by_name)
             question = _question(body)
+            stream = _options(body)
+            slots.admit()
         except _BadRequest as exc:
             return _error(exc)
-        if body.get("stream") is True:
-            return StreamingResponse(
-                _stream(system, question, env, gate, opts), media_type="text/event-stream"
-            )
-        async with gate:
-            result = await _run(system, question, env, opts, sink=None)
+        events: asyncio.Queue[Event | None] = asyncio.Queue()
+        sink = CallbackSink(events.put_nowait) if stream else None
+        task = asyncio.ensure_future(_admitted_run(system, question, env, opts, slots, sink, events))
+        if stream:
+            return StreamingResponse(_stream(system, task, events), media_type="text/event-stream")
+        result = await _unless_gone(task, request)
+        if result is None:  # the client went away; nobody reads this
+            return _error(_BadRequest(499, "the client closed the request; its run was cancelled"))
         if not result.ok:
             return _failed(system, result)
         return JSONResponse(_completion(system, result))
@@ -177,6 +225,25 @@ def _system(body: Mapping[str, Any], by_name: Mapping[str, System]) -> System:
     return by_name[name]
 
 
+def _options(body: Mapping[str, Any]) -> bool:
+    """Check the request's generation fields; returns whether it asks for a stream.
+
+    A system gives one answer a run (``n`` is 1) and decides its own sampling and token caps, so
+    those fields are checked for type and otherwise left to the system's configuration.
+    """
+    stream = body.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise _BadRequest(400, "`stream` must be true or false")
+    n = body.get("n")
+    if n is not None and (isinstance(n, bool) or n != 1):
+        raise _BadRequest(400, "`n` must be 1: a system gives one answer a run (send n requests for n)")
+    for field in ("max_tokens", "max_completion_tokens"):
+        value = body.get(field)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise _BadRequest(400, f"`{field}` must be a positive integer")
+    return stream is True
+
+
 def _question(body: Mapping[str, Any]) -> str:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -193,15 +260,50 @@ def _question(body: Mapping[str, Any]) -> str:
     raise _BadRequest(400, "the last user message has no text: it is the question the system answers")
 
 
-async def _run(
-    system: System, question: str, env: Environment, opts: ServeOptions, sink: CallbackSink | None
+async def _admitted_run(
+    system: System,
+    question: str,
+    env: Environment,
+    opts: ServeOptions,
+    slots: _Slots,
+    sink: CallbackSink | None,
+    events: asyncio.Queue[Event | None],
 ) -> RunResult:
+    """An admitted request: wait for a run slot and run, within one deadline; then count it out."""
+    try:
+        return await _run(system, question, env, opts, slots.gate, sink)
+    finally:
+        slots.release()
+        events.put_nowait(None)
+
+
+async def _run(
+    system: System,
+    question: str,
+    env: Environment,
+    opts: ServeOptions,
+    gate: asyncio.Semaphore,
+    sink: CallbackSink | None,
+) -> RunResult:
+    arrived = time.monotonic()
+    started: list[float] = []
+
+    async def gated() -> RunResult:
+        async with gate:
+            started.append(time.monotonic())
+            return await run(system, question, env, trace=sink)
+
     try:
         if opts.timeout_s is None:
-            return await run(system, question, env, trace=sink)
-        return await asyncio.wait_for(run(system, question, env, trace=sink), opts.timeout_s)
+            return await gated()
+        return await asyncio.wait_for(gated(), opts.timeout_s)
     except TimeoutError:
-        return RunResult(status="timeout", error=f"the request deadline of {opts.timeout_s:g} s passed")
+        waited = (started[0] if started else time.monotonic()) - arrived
+        return RunResult(
+            status="timeout",
+            error=f"the request deadline of {opts.timeout_s:g} s passed ({waited:.0f} s of it waiting for a "
+            "free run slot; raise --timeout or --concurrency)",
+        )
     except MasorchError as exc:  # a bad system or environment: the client gets the reason, not a hang
         logger.warning("run failed: %s: %s", type(exc).__name__, redact(str(exc)))
         return RunResult(status="error", error=redact(f"{type(exc).__name__}: {exc}"))
@@ -272,15 +374,31 @@ def _clean(value: Any) -> Any:
 
 
 def _error(exc: _BadRequest) -> Response:
-    return JSONResponse({"error": {"message": exc.message, "type": exc.kind}}, status_code=exc.status)
+    body = {"error": {"message": exc.message, "type": exc.kind}}
+    return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+
+
+async def _unless_gone(task: asyncio.Future[RunResult], request: Request) -> RunResult | None:
+    """The run's result, or None (the run cancelled and awaited) once the client has gone away."""
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                logger.info("client went away: run cancelled")
+                return None
+    finally:
+        if not task.done():
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
 
 
 async def _stream(
-    system: System, question: str, env: Environment, gate: asyncio.Semaphore, opts: ServeOptions
+    system: System, task: asyncio.Future[RunResult], events: asyncio.Queue[Event | None]
 ) -> AsyncIterator[str]:
     """The run as server-sent events: progress chunks, then the answer, usage, ``[DONE]``."""
     cid = f"chatcmpl-{uuid.uuid4().hex[:12]}"
-    events: asyncio.Queue[Event | None] = asyncio.Queue()
 
     def chunk(delta: Mapping[str, Any], finish: str | None = None, **extra: Any) -> str:
         body: dict[str, Any] = {
@@ -293,14 +411,6 @@ async def _stream(
         }
         return f"data: {json.dumps(body)}\n\n"  # ASCII: any text, a lone surrogate too, stays sendable
 
-    async def go() -> RunResult:
-        async with gate:
-            try:
-                return await _run(system, question, env, opts, CallbackSink(events.put_nowait))
-            finally:
-                events.put_nowait(None)
-
-    task = asyncio.ensure_future(go())
     try:
         yield chunk({"role": "assistant", "content": ""})
         while (event := await events.get()) is not None:
