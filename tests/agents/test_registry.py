@@ -55,12 +55,32 @@ def test_an_agent_declares_what_it_needs():
 
 
 def test_the_sandbox_can_start_here():
-    from masorch.agents.sandbox import sandbox_available
+    from masorch.agents.sandbox import missing_boundaries, sandbox_available
 
+    if missing_boundaries():
+        pytest.skip(f"this host gives the sandbox no {missing_boundaries()}")
     assert sandbox_available()  # the test hosts are POSIX with an interpreter executable
 
 
+def test_python_is_not_offered_where_the_sandbox_has_no_network_boundary_unless_allowed(monkeypatch, caplog):
+    from masorch.agents import offered_registry
+    from masorch.agents import sandbox as sb
+
+    monkeypatch.setattr(sb, "namespace_prefix", lambda: ())  # a host without user namespaces
+    monkeypatch.delenv(sb.ALLOW_WEAK_ENV, raising=False)
+    sb.sandbox_available.cache_clear()
+    try:
+        assert "python" not in offered_registry(default_registry(), retriever=False)
+        assert "no network namespace" in caplog.text and sb.ALLOW_WEAK_ENV in caplog.text
+        monkeypatch.setenv(sb.ALLOW_WEAK_ENV, "1")  # the deployment accepts the layers that remain
+        sb.sandbox_available.cache_clear()
+        assert "python" in offered_registry(default_registry(), retriever=False)
+    finally:
+        sb.sandbox_available.cache_clear()
+
+
 def test_eval_and_train_offer_through_the_same_function():
+    from masorch.agents.sandbox import sandbox_available
     from masorch.run.environment import Environment, EnvSpec
     from masorch.train.config import SourceConfig, TrainConfig
     from masorch.train.grpo import train_agents
@@ -70,7 +90,8 @@ def test_eval_and_train_offer_through_the_same_function():
     assert "search" in env.offered_agents(retriever=True)
     assert env.offered_agents(retriever=False) is env.offered_agents(retriever=False)
     cfg = TrainConfig(train=[SourceConfig(kind="masbench_gen")])
-    assert list(train_agents(cfg).catalogue()) == ["cot", "sc", "debate", "reflexion", "python"]
+    python = ["python"] if sandbox_available() else []  # offered where the sandbox holds its boundaries
+    assert list(train_agents(cfg).catalogue()) == ["cot", "sc", "debate", "reflexion", *python]
 
 
 def test_the_paper_profile_is_the_official_agents_with_their_settings():

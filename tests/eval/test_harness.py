@@ -149,6 +149,17 @@ def test_search_system_indexes_the_corpus_once_and_reuses_it(tmp_path: Path) -> 
     assert tally.correct == 2
 
 
+def test_a_single_agent_the_run_cannot_offer_is_refused_before_any_sample(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))  # no corpus, so no search agent
+    with pytest.raises(UsageError, match="does not offer the search agent") as caught:
+        evaluate(parse_systems("sas:search", model="scripted:m"), [data], tmp_path / "o", env_spec=_env())
+    assert "corpus" in (caught.value.hint or "")
+    assert (
+        not (tmp_path / "o" / "log.jsonl").exists()
+        or len((tmp_path / "o" / "log.jsonl").read_text().splitlines()) <= 1
+    )
+
+
 def test_yaml_systems_and_errors() -> None:
     text = """
 defaults: {model: scripted:m, budget: {calls: 12}}

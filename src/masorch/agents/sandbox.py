@@ -164,10 +164,20 @@ def site_packages() -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for p in (paths["purelib"], paths["platlib"]) if os.path.isdir(p)))
 
 
+#: Set to ``1`` to offer the python agent on a host whose sandbox lacks its network namespace or
+#: any kernel file boundary (see :func:`missing_boundaries`), with the layers that remain.
+ALLOW_WEAK_ENV = "MASORCH_SANDBOX_ALLOW_WEAK"
+
+
 @functools.lru_cache(maxsize=1)
 def sandbox_available() -> bool:
-    """Whether the sandbox can start here: a POSIX host (process groups, ``resource`` limits) and an
-    interpreter executable to run the program with. Namespaces and cgroups are optional layers.
+    """Whether the python agent is offered here (probed once per process).
+
+    The sandbox must be able to start (a POSIX host with process groups and ``resource`` limits, an
+    interpreter executable) and must hold its boundaries: without a network namespace (UDP, known
+    Unix sockets and host loopback stay reachable) or without any kernel file boundary (only the
+    audit hook, which code can defeat), model-written programs are not run unless
+    ``$MASORCH_SANDBOX_ALLOW_WEAK=1`` says the deployment accepts that. cgroups are optional layers.
     """
     if os.name != "posix" or not hasattr(os, "killpg"):
         logger.info("sandbox: not a POSIX host; the python agent is not offered")
@@ -181,7 +191,30 @@ def sandbox_available() -> bool:
         import resource  # noqa: F401  # the prelude sets its limits with it
     except ImportError:
         return False
+    missing = missing_boundaries()
+    if missing and os.environ.get(ALLOW_WEAK_ENV, "").strip() != "1":
+        logger.warning(
+            "sandbox: this host gives the sandbox no %s, so the python agent is not offered; run masorch "
+            "where unprivileged user namespaces are allowed, or set %s=1 to offer it with the layers "
+            "that remain (docs/agents.md, Known limits)",
+            " and no ".join(missing),
+            ALLOW_WEAK_ENV,
+        )
+        return False
     return True
+
+
+def missing_boundaries() -> tuple[str, ...]:
+    """The sandbox boundaries this host cannot give: ``"network namespace"``, ``"kernel file boundary"``.
+
+    Empty on a host with user namespaces and a private root or Landlock.
+    """
+    missing = []
+    if not namespace_prefix():
+        missing.append("network namespace")
+    if not file_boundary():
+        missing.append("kernel file boundary")
+    return tuple(missing)
 
 
 @functools.lru_cache(maxsize=1)

@@ -189,7 +189,9 @@ async def _run_local_env(
             # model string stop the run with their usage error, not every sample one by one.
             for system in systems:
                 if system.is_sas:
-                    env.sas_plan(system)
+                    mine = [item for item in items if item.system.name == system.name]
+                    for corpus in {item.corpus is not None for item in mine}:
+                        env.sas_plan(system, retriever=corpus)
             for model in dict.fromkeys(m for s in systems for m in s.model_strings()):
                 try:
                     env.backend(model)

@@ -171,8 +171,12 @@ class Environment:
             judge=self.backend(system.judge) if system.judge else None,
         )
 
-    def sas_plan(self, system: System) -> ValidatedPlan:
-        """The validated one-node plan of a single-agent system (validated once per system)."""
+    def sas_plan(self, system: System, *, retriever: bool | None = None) -> ValidatedPlan:
+        """The validated one-node plan of a single-agent system (validated once per system).
+
+        With ``retriever`` (whether the run has a corpus), a kind this run cannot offer (see
+        :meth:`offered_agents`) is refused too, as it is to an orchestrator.
+        """
         with self._lock:
             if system.name not in self._plans:
                 checked = validate(sas_plan(system), DoM.HIGH, self._agents_locked().catalogue())
@@ -183,7 +187,18 @@ class Environment:
                         hint="fix the system's params (see the agent's signature in docs/agents.md)",
                     )
                 self._plans[system.name] = checked.validated
-            return self._plans[system.name]
+            plan = self._plans[system.name]
+        if retriever is not None and system.variant not in self.offered_agents(retriever=retriever):
+            needs = {
+                "search": "give it a corpus to search (--corpus, or a dataset with one)",
+                "python": "its sandbox lacks a boundary on this host (the warning logged above; "
+                "docs/agents.md, Known limits)",
+            }
+            raise UsageError(
+                f"{system.name} cannot run here: this run does not offer the {system.variant} agent",
+                hint=needs.get(system.variant, "see docs/agents.md for what the agent needs"),
+            )
+        return plan
 
     def retriever(self, corpus: Path) -> Retriever:
         """The retriever over ``corpus`` (indexed once per process)."""

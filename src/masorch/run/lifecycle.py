@@ -41,7 +41,7 @@ async def run(
     retriever = env.retriever(corpus) if corpus is not None else None
     roles = env.roles(system)
     if system.is_sas:
-        validated = env.sas_plan(system)
+        validated = env.sas_plan(system, retriever=retriever is not None)
         result = await run_plan(
             validated,
             question,
