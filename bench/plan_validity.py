@@ -269,7 +269,8 @@ def _paired_to_cot(rows: list[dict[str, Any]], cot: list[dict[str, Any]]) -> str
     from masorch.eval.metrics import paired_difference
 
     base = {r["sample_id"]: r for r in cot}
-    shared = [r for r in rows if r["sample_id"] in base]
+    # In sample order, as `masorch eval report` pairs them, so both print the same interval.
+    shared = sorted((r for r in rows if r["sample_id"] in base), key=lambda r: str(r["sample_id"]))
     if not shared:
         return "-"
     diff = paired_difference(

@@ -32,11 +32,14 @@ class _Gold:
 
 
 def agent_answers(run_dir: Path) -> dict[str, list[tuple[str, str]]]:
-    """run id -> (node id, answer) of every agent that finished, in the order they finished."""
+    """run id -> (node id, answer) of every agent that finished, in the order they finished; every
+    run with a trace has a key (an empty list when no agent finished)."""
     out: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
     with (run_dir / "traces.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
             event = json.loads(line)
+            if event.get("run_id"):
+                out.setdefault(event["run_id"], [])  # the run is traced, whatever its agents did
             if event.get("type") == "node_finished" and event.get("answer"):
                 out[event["run_id"]].append((str(event.get("node")), str(event["answer"])))
     return out
@@ -54,8 +57,12 @@ def main() -> None:
     answers = agent_answers(args.run_dir)
     records = [json.loads(line) for line in (args.run_dir / "log.jsonl").read_text().splitlines()]
     rows: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    untraced = 0
     for r in records:
         if not r.get("key") or r["dataset"] != args.dataset or r["system"].startswith("sas:"):
+            continue
+        if r.get("trace_id") not in answers:  # e.g. runs resumed from kept records: no trace here
+            untraced += 1
             continue
         gold = _Gold(str(r["gold"]))
         agents = [a for _, a in answers.get(r["trace_id"], [])]
@@ -72,6 +79,9 @@ def main() -> None:
     print(f"{'system':<12}" + "".join(f"  {c}" for c in columns))
     for system, counts in sorted(rows.items()):
         print(f"{system:<12}" + "".join(f"  {counts[c]:>{len(c)}}" for c in columns))
+    if untraced:
+        traces = args.run_dir / "traces.jsonl"
+        print(f"({untraced} runs of the log have no trace in {traces} and are left out)")
 
 
 if __name__ == "__main__":
