@@ -15,6 +15,7 @@ import pytest
 from masorch.agents.sandbox import (
     SandboxLimits,
     SandboxResult,
+    cpu_cgroup_base,
     file_boundary,
     memory_cgroup_base,
     namespace_prefix,
@@ -384,6 +385,25 @@ async def test_the_memory_limit_holds_across_processes():
     assert "memory_cgroup" in result.isolation
     assert result.killed_reason == "memory_limit"
     assert int(result.stdout.split()[-1]) >= 1
+
+
+@pytest.mark.skipif(cpu_cgroup_base() is None, reason="no writable cpu cgroup on this host")
+async def test_the_cpu_share_caps_a_busy_program():
+    # A program that spins for 2 s of wall time gets about cpus x 2 s of CPU (0.2 s), not 2 s.
+    code = program(
+        """
+        import time
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            pass
+        print(round(time.process_time(), 2))
+        """
+    )
+    result = await run_sandboxed(code, SandboxLimits(wall_s=20.0, cpus=0.1))
+    assert result.ok and "cpu_cgroup" in result.isolation, result.stderr
+    assert float(result.stdout.split()[-1]) < 0.6  # uncapped on an idle core: about 2.0
+    with pytest.raises(ValueError, match="cpus"):
+        SandboxLimits(cpus=0)
 
 
 async def test_the_file_boundary_is_recorded():

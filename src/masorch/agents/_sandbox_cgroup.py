@@ -1,4 +1,5 @@
-"""Per-run cgroups for the sandbox: a process count (``pids``) and a memory limit for all processes.
+"""Per-run cgroups for the sandbox: a process count (``pids``), a memory limit and a CPU quota for all
+processes.
 
 Each controller is found once per process (a fact about the host) from ``/proc/self/cgroup``: its
 cgroup v1 hierarchy, or a cgroup v2 directory whose ``cgroup.subtree_control`` enables it. A run
@@ -66,6 +67,22 @@ def memory_settings(base: Path, limit_bytes: int) -> dict[str, str]:
     if (base / "memory.swap.max").exists():
         settings["memory.swap.max"] = "0"
     return settings
+
+
+#: The period of a CPU quota, in microseconds (the kernel's default).
+CPU_PERIOD_US = 100_000
+
+
+def cpu_settings(base: Path, cpus: float) -> dict[str, str]:
+    """The files that let a group's processes use at most ``cpus`` CPUs together, v1 or v2.
+
+    >>> cpu_settings(Path("/nonexistent"), 0.5)
+    {'cpu.max': '50000 100000'}
+    """
+    quota = max(1_000, round(cpus * CPU_PERIOD_US))  # the kernel refuses quotas under 1 ms
+    if (base / "cpu.cfs_quota_us").exists():
+        return {"cpu.cfs_period_us": str(CPU_PERIOD_US), "cpu.cfs_quota_us": str(quota)}
+    return {"cpu.max": f"{quota} {CPU_PERIOD_US}"}
 
 
 def oom_kills(group: Path) -> int:

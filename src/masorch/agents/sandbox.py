@@ -32,6 +32,8 @@ Layers, from the operating system up, and what each one covers:
 * **Memory**: a memory cgroup per run caps all of the program's processes and its work directory
   together at ``memory_mb`` (the kernel kills past it: ``killed_reason="memory_limit"``);
   ``RLIMIT_AS`` caps each process (allocations fail with ``MemoryError``).
+* **CPU share**: a cpu cgroup per run caps all of the program's processes together at ``cpus``
+  CPUs (1 by default), so a program cannot take every core from the runs beside it.
 * **Resource limits** (hard = soft + 0 or 1 so they cannot be raised): CPU seconds
   (``RLIMIT_CPU``: exit status 152 from the prelude's handler, or SIGKILL one second later for a
   program that ignores SIGXCPU; both are ``"cpu_limit"``), file size, open files, no core dumps.
@@ -73,6 +75,7 @@ from typing import Any
 
 from masorch.agents._sandbox_cgroup import (
     controller_base,
+    cpu_settings,
     make_group,
     memory_settings,
     oom_kills,
@@ -106,9 +109,10 @@ _OUTPUT_KILL_FACTOR = 16
 class SandboxLimits:
     """Limits of one sandboxed run.
 
-    ``cpu_s`` defaults to the wall limit. ``extra_paths`` are directories added to the child's
-    import path (read-only use, e.g. site-packages for numpy or sympy). ``namespaces`` and
-    ``audit_hook`` exist to test each layer alone; leave them on.
+    ``cpu_s`` defaults to the wall limit; ``cpus`` is how many CPUs the program's processes may use
+    together (a cpu cgroup's quota, where the host delegates one). ``extra_paths`` are directories
+    added to the child's import path (read-only use, e.g. site-packages for numpy or sympy).
+    ``namespaces`` and ``audit_hook`` exist to test each layer alone; leave them on.
     """
 
     wall_s: float = 10.0
@@ -118,11 +122,16 @@ class SandboxLimits:
     max_processes: int = 16
     max_open_files: int = 64
     max_output_bytes: int = 64_000
+    cpus: float = 1.0
     extra_paths: tuple[str, ...] = ()
     namespaces: bool = True
     audit_hook: bool = True
     landlock: bool = True
     seccomp: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.cpus > 0:
+            raise ValueError(f"cpus must be a positive number of CPUs, got {self.cpus!r}")
 
 
 @dataclass(frozen=True)
@@ -252,6 +261,11 @@ def memory_cgroup_base() -> Path | None:
     return _cgroup_base_or_warn(
         "memory", "memory_mb limits each process (RLIMIT_AS), not the program's processes together"
     )
+
+
+def cpu_cgroup_base() -> Path | None:
+    """A cgroup directory under which per-run cpu cgroups can be made, or None (logged once)."""
+    return _cgroup_base_or_warn("cpu", "a program's processes may keep every core busy until wall_s")
 
 
 def _cgroup_base_or_warn(controller: str, consequence: str) -> Path | None:
@@ -418,13 +432,14 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
     landlock = limits.landlock and "landlock" in boundary
     seccomp = limits.seccomp and await asyncio.to_thread(syscall_filter)
     memory_bytes = limits.memory_mb * 1024 * 1024
-    pids_group, memory_group = _cgroups(limits.max_processes, memory_bytes)
-    groups = [g for g in (pids_group, memory_group) if g is not None]
+    pids_group, memory_group, cpu_group = _cgroups(limits, memory_bytes)
+    groups = [g for g in (pids_group, memory_group, cpu_group) if g is not None]
     # RLIMIT_NPROC counts every process of the uid outside a user namespace, and real root is exempt.
     use_nproc = pids_group is None and bool(prefix) and os.geteuid() != 0
     layers = {
         "pids_cgroup": pids_group is not None,
         "memory_cgroup": memory_group is not None,
+        "cpu_cgroup": cpu_group is not None,
         "nproc_limit": use_nproc,
         "private_root": private_root,
         "landlock": landlock,
@@ -483,16 +498,17 @@ def _make_pids_cgroup(base: Path, max_processes: int) -> Path | None:
     return make_group(base, {"pids.max": str(max_processes)})
 
 
-def _cgroups(max_processes: int, memory_bytes: int) -> tuple[Path | None, Path | None]:
-    """A pids and a memory cgroup for one program, each None where the host does not delegate it."""
-    pids_base, memory_base = pids_cgroup_base(), memory_cgroup_base()
-    pids_group = _make_pids_cgroup(pids_base, max_processes) if pids_base is not None else None
+def _cgroups(limits: SandboxLimits, memory_bytes: int) -> tuple[Path | None, Path | None, Path | None]:
+    """A pids, a memory and a cpu cgroup for one program, each None where the host does not delegate it."""
+    pids_base, memory_base, cpu_base = pids_cgroup_base(), memory_cgroup_base(), cpu_cgroup_base()
+    pids_group = _make_pids_cgroup(pids_base, limits.max_processes) if pids_base is not None else None
     memory_group = (
         make_group(memory_base, memory_settings(memory_base, memory_bytes))
         if memory_base is not None
         else None
     )
-    return pids_group, memory_group
+    cpu_group = make_group(cpu_base, cpu_settings(cpu_base, limits.cpus)) if cpu_base is not None else None
+    return pids_group, memory_group, cpu_group
 
 
 def _remove_tree(root: str) -> None:
