@@ -67,7 +67,7 @@ async def test_a_call_cancelled_between_retries_records_the_requests_sent():
     trace = MemoryTrace()
     session = RunSession(trace=trace)
     async with LoopbackServer(faults=ALWAYS_500) as server:
-        b = backend(server, attempts=1000, delay_s=0.1)
+        b = backend(server, attempts=100_000, delay_s=0.1)  # never all sent before the cancel
         call = asyncio.create_task(session.complete(b, MESSAGES, GenerateConfig(), role="subagent"))
         # Cancel once the server has seen retries (not after a fixed time: on a loaded machine the
         # client's first request has taken over 2 s to leave).
