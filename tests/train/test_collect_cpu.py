@@ -32,7 +32,7 @@ from masorch.train.collect import (
     env_spec,
 )
 from masorch.train.collect_config import CollectConfig, DataConfig, describe_collect, load_collect_config
-from masorch.train.collect_select import select, tool_shares
+from masorch.train.collect_select import recovered, select, tool_shares
 
 #: question -> (gold, tool the teacher calls, seeds whose final answer is right)
 SCRIPT: dict[str, tuple[str, str, set[int]]] = {
@@ -183,6 +183,17 @@ def test_stop_when_recovered_saves_samples(tmp_path: Path) -> None:
     assert len(q0) == 1 and q0[0]["recovered"]  # the first sample recovered: no more were drawn
 
 
+def test_a_smaller_k_selects_from_its_samples_and_a_changed_scorer_is_refused(tmp_path: Path) -> None:
+    report, _ = run_collect(config(tmp_path, stop_when_recovered=False))
+    assert report.summary["kept"] == 2  # q1 is right only with seed 1
+    report, models = run_collect(config(tmp_path, samples=1))
+    assert len(models.teacher.calls) == 0
+    assert report.summary["attempts"] == 3 and report.summary["kept"] == 1  # q1's sample 1 is past K
+    other = [DataConfig(spec=str(data_file(tmp_path)), scorer="math")]
+    with pytest.raises(UsageError, match="graded with the 'exact' scorer"):
+        run_collect(config(tmp_path, data=other))
+
+
 def test_resume_skips_finished_attempts_and_replays_from_the_cache(tmp_path: Path) -> None:
     cfg = config(tmp_path, stop_when_recovered=False)
     _, first = run_collect(cfg)
@@ -233,13 +244,21 @@ def test_retry_errors_samples_failed_runs_again(tmp_path: Path) -> None:
 
 
 def att(
-    q: str, k: int, *, correct: bool = True, recovered: bool = False, tools: dict[str, int], total: int = 10
+    q: str,
+    k: int,
+    *,
+    correct: bool = True,
+    recovered: bool = False,
+    rejected: int = 0,
+    tools: dict[str, int],
+    total: int = 10,
 ):
+    statuses = {"OK": sum(tools.values()), "EXEC_ERR": int(recovered), "REJECTED": rejected}
     return {
         "id": q,
         "sample": k,
         "correct": correct,
-        "recovered": recovered,
+        "statuses": {s: n for s, n in statuses.items() if n},
         "tools": tools,
         "tokens": {"total": total},
     }
@@ -258,6 +277,28 @@ def test_select_prefers_recovered_then_cheaper_and_drops_wrong() -> None:
     assert s.questions == 3 and s.questions_without_correct == 1
 
 
+def test_select_puts_protocol_errors_last_and_they_are_no_recovery() -> None:
+    attempts = [
+        att("a", 0, tools={"cot": 1}, recovered=True, rejected=1, total=5),
+        att("a", 1, tools={"cot": 1}, total=50),
+        att("b", 0, tools={"cot": 1}, rejected=2, total=5),
+        att("b", 1, tools={"cot": 1}, correct=False),
+    ]
+    s = select(attempts, max_tool_share=1.0)
+    # a: the clean attempt beats a cheaper recovered one with a refused call; b keeps its only one.
+    assert [(a["id"], a["sample"]) for a in s.kept] == [("a", 1), ("b", 0)]
+    assert not recovered(att("q", 0, tools={"cot": 1}, rejected=1))
+    assert not recovered(att("q", 0, tools={"cot": 1}, recovered=True, correct=False))
+
+
+def test_tool_balance_never_empties_a_set_of_one_tool_trajectories() -> None:
+    # cot is 2/3 of the calls; dropping a would leave sc at 100%: both stay, marked unbalanced.
+    s = select([att("a", 0, tools={"cot": 2}), att("b", 0, tools={"sc": 1})], max_tool_share=0.5)
+    assert [a["id"] for a in s.kept] == ["a", "b"] and not s.balanced and s.dropped_for_balance == 0
+    s = select([att(f"q{i}", 0, tools={"cot": 1}) for i in range(50)], max_tool_share=0.5)
+    assert len(s.kept) == 50 and not s.balanced
+
+
 def test_tool_balance_swaps_then_drops() -> None:
     attempts = [
         att("a", 0, tools={"cot": 2}, recovered=True),
@@ -270,7 +311,7 @@ def test_tool_balance_swaps_then_drops() -> None:
     # cot makes 6 of 7 calls: d (3 cot, no other candidate) is dropped, a moves to its sc sample.
     assert [(a["id"], a["sample"]) for a in s.kept] == [("a", 1), ("b", 0), ("c", 0)]
     assert (s.swapped_for_balance, s.dropped_for_balance) == (1, 1)
-    assert max(s.shares.values()) <= 0.5
+    assert max(s.shares.values()) <= 0.5 and s.balanced
     assert s.shares == tool_shares(s.kept)
 
 
@@ -287,7 +328,8 @@ def test_tool_balance_holds_on_random_sets() -> None:
         ]
         share = rng.choice([0.3, 0.5, 0.8])
         s = select(attempts, max_tool_share=share)
-        assert all(v <= share + 1e-9 for v in s.shares.values())
+        assert s.balanced == all(v <= share + 1e-9 for v in s.shares.values())
+        assert s.kept or not any(a["correct"] for a in attempts)  # balance never empties the set
         assert len({a["id"] for a in s.kept}) == len(s.kept)
         assert all(a["correct"] for a in s.kept)
 

@@ -171,6 +171,32 @@ def test_figures_and_rewards_from_the_environment_state() -> None:
     assert logged["rounds/answered"] == 1.0 and logged["rounds/calls"] == 2.0
 
 
+def test_refused_calls_are_no_parallel_work_and_no_tool() -> None:
+    env = fresh()
+    # One call that runs and one with an unknown argument (FORMAT_ERR): one call of work, one tool.
+    turn(env, ("cot", {"task": "Add."}), ("sc", {"tsak": "Add."}))
+    turn(env, ("final_answer", {"answer": "7"}))
+    asyncio.run(RoundsRewards(RoundsRewardConfig()).parts([[]], [env]))
+    f = env.rollout.figures_seen
+    assert f is not None and "FORMAT_ERR" in f.statuses
+    assert f.calls_per_round == (1,) and f.tools == ("cot",)
+
+
+def test_malformed_call_blocks_left_as_text_are_undelivered() -> None:
+    env = fresh()
+    turn(env, ("cot", {"task": "Add."}))
+    # TRL could not parse the second turn: its text still holds the call block, and no tool_calls.
+    completion = [
+        {"role": "assistant", "tool_calls": [{"function": {"name": "cot"}}]},
+        {"role": "tool", "content": "..."},
+        {"role": "assistant", "content": '<tool_call>{"name": "final_answer", "arg</tool_call>'},
+    ]
+    parts = asyncio.run(RoundsRewards(RoundsRewardConfig()).parts([completion], [env]))
+    f = env.rollout.figures_seen
+    assert f is not None and f.undelivered == 1 and not f.answered
+    assert parts[0]["protocol"] == pytest.approx(1 - 2 / 3)  # the undelivered call, no final answer
+
+
 def test_a_wrong_or_missing_answer_earns_no_success() -> None:
     env = fresh()
     turn(env, ("final_answer", {"answer": "8"}))

@@ -80,6 +80,25 @@ def test_only_the_assistant_turns_carry_loss() -> None:
     assert tokens.count("assistant") == 2 and "assistant" not in carried
 
 
+def test_a_synthesis_answer_is_context() -> None:
+    record = {
+        **RECORD,
+        "messages": [
+            *RECORD["messages"][:-1],
+            {"role": "user", "content": "no rounds left answer now"},
+            {"role": "assistant", "content": "the sum is five"},
+        ],
+        "meta": {"ended_by": "synthesis"},
+    }
+    tokenizer = tokenizer_for(record)
+    ex = masked_example(tokenizer, record)
+    carried = loss_text(tokenizer, ex)
+    assert "cot" in carried and "sum" not in carried and "five" not in carried
+    # The same conversation ended by the orchestrator's own turn trains on that turn.
+    ex = masked_example(tokenizer, {**record, "meta": {"ended_by": "final_answer"}})
+    assert "five" in loss_text(tokenizer, ex)
+
+
 def test_spans_cover_each_assistant_turn() -> None:
     tokenizer = tokenizer_for(RECORD)
     text, spans = assistant_spans(tokenizer, RECORD["messages"])

@@ -20,6 +20,9 @@ from masorch.prompts import render
 ToolStatus = Literal["OK", "EXEC_ERR", "TIMEOUT", "BUDGET", "FORMAT_ERR", "REJECTED"]
 #: The fixed set of statuses a tool call can end with.
 TOOL_STATUSES: tuple[ToolStatus, ...] = get_args(ToolStatus)
+#: The statuses of a call that was dispatched to its tool (it ran, or was made to fail as if it had:
+#: an injected fault); ``BUDGET``, ``FORMAT_ERR`` and ``REJECTED`` calls never left the orchestrator.
+RAN_STATUSES: tuple[ToolStatus, ...] = ("OK", "EXEC_ERR", "TIMEOUT")
 
 #: How a multi-round run ended: the orchestrator's final_answer, the synthesis call at the round
 #: cap, or a run status that stopped it (an orchestrator error, the budget, the deadline).

@@ -38,10 +38,11 @@ from masorch.run.environment import Environment, EnvSpec, default_backend_factor
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
 from masorch.run.round_calls import FINAL_TOOL
+from masorch.run.trajectory import RAN_STATUSES
 from masorch.score.scorer import Score
 from masorch.train.collect_config import CollectConfig
 from masorch.train.collect_output import summarize, write_dataset, write_parquet
-from masorch.train.collect_select import select
+from masorch.train.collect_select import best_possible, protocol_errors, recovered, select
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +118,11 @@ def attempt_stats(
 ) -> Attempt:
     """One attempt as a JSON-ready dict: the question, how the run went, its grade and its chat record.
 
-    ``failures`` counts calls that did not end OK, ``recovered`` is true for a correct run with at
-    least one, ``tools`` counts the tool calls per tool (``final_answer`` left out).
+    ``failures`` counts calls that did not end OK; ``recovered`` is true for a correct run in which
+    a tool call failed (``EXEC_ERR``, ``TIMEOUT``: :func:`~masorch.train.collect_select.recovered`;
+    the teacher's own ``FORMAT_ERR``/``REJECTED`` calls are protocol errors, not failures it
+    recovered from); ``tools`` counts the calls per tool that ran (``final_answer`` and calls
+    refused before running left out).
     """
     traj = result.trajectory
     if traj is None:
@@ -136,6 +140,7 @@ def attempt_stats(
         "seed": seed,
         "question": question.sample.question,
         "gold": question.sample.answer,
+        "scorer": question.source.scorer,
         "answer": result.answer,
         "status": result.status,
         "error": result.error,
@@ -144,10 +149,11 @@ def attempt_stats(
         "score": float(verdict.value) if verdict is not None else 0.0,
         "rounds": len(traj.rounds),
         "statuses": traj.statuses(),
-        "tools": dict(Counter(c.tool for c in calls if c.tool != FINAL_TOOL)),
+        "tools": dict(Counter(c.tool for c in calls if c.tool != FINAL_TOOL and c.status in RAN_STATUSES)),
         "failures": failures,
         "injected": sum(1 for c in calls if c.injected),
-        "recovered": correct and failures > 0,
+        "recovered": recovered({"correct": correct, "statuses": traj.statuses()}),
+        "protocol_errors": protocol_errors({"statuses": traj.statuses()}),
         "tokens": {
             "prompt": usage.prompt_tokens,
             "completion": usage.completion_tokens,
@@ -251,7 +257,9 @@ def collect(
     log = AttemptLog(out / ATTEMPTS_FILE)
     _repair_tail(log.path)
     earlier: dict[str, list[Attempt]] = {}
-    for a in latest(log.read()):
+    logged = [a for a in latest(log.read()) if int(a["sample"]) < cfg.samples]
+    _check_scorers(items, logged)
+    for a in logged:
         if cfg.retry_errors and a.get("status") == "error":
             continue  # sampled again; the new line replaces it
         earlier.setdefault(str(a["id"]), []).append(a)
@@ -262,7 +270,8 @@ def collect(
     asyncio.run(_sample_all(cfg, spec or env_spec(cfg), todo, earlier, log, on_attempt))
     wall = time.monotonic() - t0
     keys = {q.key for q in items}
-    attempts = [a for a in latest(log.read()) if a["id"] in keys]
+    # Only the questions and the K samples of this config are selected from.
+    attempts = [a for a in latest(log.read()) if a["id"] in keys and int(a["sample"]) < cfg.samples]
     selection = select(attempts, max_tool_share=cfg.max_tool_share)
     dataset = out / DATASET_FILE
     write_dataset(selection.kept, dataset)
@@ -291,6 +300,18 @@ def check_settings(cfg: CollectConfig) -> None:
     path.write_text(json.dumps(now, indent=2) + "\n", encoding="utf-8")
 
 
+def _check_scorers(items: Sequence[Question], attempts: Sequence[Attempt]) -> None:
+    """A logged attempt's verdict is kept, so a question's scorer must not change under it."""
+    scorer = {q.key: q.source.scorer for q in items}
+    for a in attempts:
+        now, then = scorer.get(str(a["id"])), a.get("scorer")
+        if now is not None and then is not None and now != then:
+            raise UsageError(
+                f"{a['id']} was graded with the {then!r} scorer and this config grades it with {now!r}",
+                hint="use a new output_dir, or the scorer of the earlier run",
+            )
+
+
 def latest(attempts: Sequence[Attempt]) -> list[Attempt]:
     """The last attempt logged for each (question, sample), in first-logged order.
 
@@ -305,7 +326,7 @@ def latest(attempts: Sequence[Attempt]) -> list[Attempt]:
 
 def _finished(cfg: CollectConfig, attempts: Sequence[Attempt]) -> bool:
     done = {int(a["sample"]) for a in attempts}
-    if cfg.stop_when_recovered and any(a.get("recovered") for a in attempts):
+    if cfg.stop_when_recovered and any(best_possible(a) for a in attempts):
         return True
     return all(k in done for k in range(cfg.samples))
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from masorch.files import atomic_writer, replacing
 from masorch.train.collect_config import CollectConfig
-from masorch.train.collect_select import Attempt, Selection, tool_shares
+from masorch.train.collect_select import Attempt, Selection, protocol_errors, recovered, tool_shares
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def write_parquet(kept: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
                 "meta": json.dumps(rec["meta"], ensure_ascii=False),
                 "stats": json.dumps(rec["stats"], ensure_ascii=False),
                 "rounds": a["rounds"],
-                "recovered": a["recovered"],
+                "recovered": recovered(a),
                 "failures": a["failures"],
                 "tokens": a["tokens"]["total"],
             }
@@ -126,12 +126,15 @@ def summarize(
         "questions": selection.questions,
         "attempts": len(attempts),
         "attempts_correct": len(correct),
-        "attempts_recovered": sum(1 for a in attempts if a.get("recovered")),
+        "attempts_recovered": sum(1 for a in attempts if recovered(a)),
+        "attempts_with_protocol_errors": sum(1 for a in attempts if protocol_errors(a)),
         "questions_without_correct": selection.questions_without_correct,
         "kept": len(kept),
-        "kept_recovered": sum(1 for a in kept if a.get("recovered")),
+        "kept_recovered": sum(1 for a in kept if recovered(a)),
+        "kept_with_protocol_errors": sum(1 for a in kept if protocol_errors(a)),
         "swapped_for_balance": selection.swapped_for_balance,
         "dropped_for_balance": selection.dropped_for_balance,
+        "balanced": selection.balanced,
         "tool_shares_kept": dict(selection.shares),
         "tool_shares_correct": tool_shares(correct),
         "call_statuses": dict(sorted(statuses.items())),

@@ -5,16 +5,21 @@ An attempt is the dict :func:`masorch.train.collect.attempt_stats` writes (``id`
 ``correct``, ``recovered``, ``tools``: calls per tool, ``tokens``: {"total": ...}, ...). The rules:
 
 1. only correct attempts are candidates;
-2. each question keeps at most one: the best by (recovered first, then fewer tokens, then the
-   earlier sample);
-3. tool balance: while a tool makes more than ``max_tool_share`` of the kept set's tool calls, a
-   question that uses it most is moved to its best other candidate that uses it less, or, having
-   none, dropped. A candidate moved away from is not taken again, so the loop ends.
+2. each question keeps at most one: the best by (no protocol error first: no call of the teacher's
+   ended ``FORMAT_ERR`` or ``REJECTED``; then recovered first: a call failed ``EXEC_ERR`` or
+   ``TIMEOUT`` and the run still ended correct; then fewer tokens, then the earlier sample);
+3. tool balance: while a tool makes more than ``max_tool_share`` of the kept set's tool calls, the
+   heaviest user of it that has another candidate using it less moves to its best such candidate;
+   when no question can move, the heaviest user is dropped, but only if that lowers the largest
+   share of any tool (else the set stays as it is, unbalanced, and :attr:`Selection.balanced` says
+   so: a set of one-tool trajectories is never emptied for balance). A candidate moved away from is
+   not taken again, so the loop ends.
 
->>> def att(q, k, correct, recovered, tools):
-...     return {"id": q, "sample": k, "correct": correct, "recovered": recovered, "tools": tools}
->>> a = [att("q1", 0, True, False, {"cot": 1}), att("q1", 1, True, True, {"cot": 2, "review": 1}),
-...      att("q2", 0, False, False, {"sc": 1})]
+>>> def att(q, k, correct, statuses, tools):
+...     return {"id": q, "sample": k, "correct": correct, "statuses": statuses, "tools": tools}
+>>> a = [att("q1", 0, True, {"OK": 1}, {"cot": 1}),
+...      att("q1", 1, True, {"OK": 2, "TIMEOUT": 1}, {"cot": 2, "review": 1}),
+...      att("q2", 0, False, {"OK": 1}, {"sc": 1})]
 >>> s = select(a, max_tool_share=1.0)
 >>> [(r["id"], r["sample"]) for r in s.kept], s.questions_without_correct
 ([('q1', 1)], 1)
@@ -29,9 +34,46 @@ from typing import Any
 
 Attempt = Mapping[str, Any]
 
+#: Call statuses that are the teacher's own protocol errors (the call was malformed or refused).
+PROTOCOL_STATUSES = ("FORMAT_ERR", "REJECTED")
+#: Call statuses of a tool that failed (really, or injected): what a trajectory recovers from.
+FAILURE_STATUSES = ("EXEC_ERR", "TIMEOUT")
 
-def _rank(a: Attempt) -> tuple[int, int, int]:
-    return (0 if a.get("recovered") else 1, int(a.get("tokens", {}).get("total", 0)), int(a.get("sample", 0)))
+
+def protocol_errors(a: Attempt) -> int:
+    """The attempt's calls that broke the protocol (``FORMAT_ERR``, ``REJECTED``).
+
+    >>> protocol_errors({"statuses": {"OK": 2, "REJECTED": 1}})
+    1
+    """
+    statuses = a.get("statuses") or {}
+    return sum(int(statuses.get(s, 0)) for s in PROTOCOL_STATUSES)
+
+
+def recovered(a: Attempt) -> bool:
+    """A correct attempt in which some tool call failed (``EXEC_ERR``, ``TIMEOUT``).
+
+    >>> recovered({"correct": True, "statuses": {"OK": 2, "TIMEOUT": 1}})
+    True
+    >>> recovered({"correct": True, "statuses": {"OK": 1, "REJECTED": 1}})
+    False
+    """
+    statuses = a.get("statuses") or {}
+    return bool(a.get("correct")) and any(int(statuses.get(s, 0)) for s in FAILURE_STATUSES)
+
+
+def _rank(a: Attempt) -> tuple[int, int, int, int]:
+    return (
+        1 if protocol_errors(a) else 0,
+        0 if recovered(a) else 1,
+        int(a.get("tokens", {}).get("total", 0)),
+        int(a.get("sample", 0)),
+    )
+
+
+def best_possible(a: Attempt) -> bool:
+    """No later sample can rank above this one: correct, recovered, no protocol error."""
+    return recovered(a) and not protocol_errors(a)
 
 
 def tool_counts(attempts: Iterable[Attempt]) -> Counter[str]:
@@ -67,6 +109,8 @@ class Selection:
     swapped_for_balance: int = 0
     dropped_for_balance: int = 0
     shares: Mapping[str, float] = field(default_factory=dict)
+    #: False when a tool is still over the share: no move or drop could lower the largest share.
+    balanced: bool = True
 
 
 def select(attempts: Sequence[Attempt], *, max_tool_share: float) -> Selection:
@@ -85,6 +129,7 @@ def select(attempts: Sequence[Attempt], *, max_tool_share: float) -> Selection:
     chosen: dict[str, Attempt] = {q: c[0] for q, c in pool.items() if c}
     without = sum(1 for c in pool.values() if not c)
     swapped = dropped = 0
+    balanced = True
     while True:
         shares = tool_shares(chosen.values())
         over = [t for t, s in shares.items() if s > max_tool_share + 1e-9]
@@ -107,8 +152,13 @@ def select(attempts: Sequence[Attempt], *, max_tool_share: float) -> Selection:
                 swapped += 1
                 break
         else:
-            # No question can move away from the tool: drop the heaviest user, the plainest first.
-            victim = max(heavy, key=lambda q: (uses(chosen[q]), not chosen[q].get("recovered"), q))
+            # No question can move away from the tool: drop the heaviest user, the plainest first,
+            # if that lowers the largest share (else dropping only shrinks the set: stop).
+            victim = max(heavy, key=lambda q: (uses(chosen[q]), not recovered(chosen[q]), q))
+            rest = [a for q, a in chosen.items() if q != victim]
+            if max(tool_shares(rest).values(), default=1.0) >= shares[tool] - 1e-9:
+                balanced = False
+                break
             del chosen[victim]
             dropped += 1
     kept = tuple(chosen[q] for q in order if q in chosen)
@@ -119,4 +169,5 @@ def select(attempts: Sequence[Attempt], *, max_tool_share: float) -> Selection:
         swapped_for_balance=swapped,
         dropped_for_balance=dropped,
         shares=tool_shares(kept),
+        balanced=balanced,
     )

@@ -54,7 +54,7 @@ from masorch.run.round_calls import FINAL_TOOL, call_ids, final_answer, wants_sy
 from masorch.run.round_exec import RoundCalls, RoundsOptions, bad_final
 from masorch.run.rounds import Stop, synthesize
 from masorch.run.session import RunSession
-from masorch.run.trajectory import CallOutcome
+from masorch.run.trajectory import RAN_STATUSES, CallOutcome
 from masorch.score.scorer import Scorer
 from masorch.train.reward_components import grade, reward_scorer
 from masorch.train.rounds_config import RoundsRewardConfig
@@ -142,9 +142,9 @@ class Rollout:
         the sub-agents' tokens are added for ``L``."""
         outcomes = self.outcomes
         return TrajectoryFigures(
-            calls_per_round=tuple(len(r.calls) for r in self.calls.rounds),
+            calls_per_round=tuple(sum(c.status in RAN_STATUSES for c in r.calls) for r in self.calls.rounds),
             statuses=tuple(c.status for c in outcomes if c.tool != FINAL_TOOL or c.status != "OK"),
-            tools=tuple(c.tool for c in outcomes if c.status not in ("FORMAT_ERR", "REJECTED")),
+            tools=tuple(c.tool for c in outcomes if c.status in RAN_STATUSES and c.tool != FINAL_TOOL),
             undelivered=max(0, trainer_calls - self.delivered),
             answered=bool(self.answer),
             tokens=policy_tokens + self.subagent_tokens(),

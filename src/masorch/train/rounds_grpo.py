@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -176,12 +177,25 @@ def _call_names(message: Mapping[str, Any]) -> list[str]:
     return [str(f.get("name", "")) for f in functions if isinstance(f, Mapping)]
 
 
+#: A tool-call block as Qwen2.5's (hermes) template writes it.
+_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+
+
 def _trainer_calls(completion: Any) -> int:
-    """The tool calls the trainer parsed from the policy's turns of one completion."""
+    """The tool calls the policy wrote in its turns of one completion: per turn, those the trainer
+    parsed, or more where the turn's text still holds ``<tool_call>`` blocks (TRL leaves a turn it
+    cannot parse as plain text, so its calls, good or bad, are never delivered).
+
+    >>> _trainer_calls([{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "cot"}}]}])
+    1
+    >>> text = '<tool_call>{"name": "cot"}</tool_call><tool_call>{bad</tool_call>'
+    >>> _trainer_calls([{"role": "assistant", "content": text}])
+    2
+    """
     if not isinstance(completion, Sequence) or isinstance(completion, str):
         return 0
     return sum(
-        len(m.get("tool_calls") or ())
+        max(len(m.get("tool_calls") or ()), len(_CALL_BLOCK.findall(str(m.get("content") or ""))))
         for m in completion
         if isinstance(m, Mapping) and m.get("role") == "assistant"
     )

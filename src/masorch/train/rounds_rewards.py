@@ -29,8 +29,11 @@ PROTOCOL_ERRORS = frozenset({"FORMAT_ERR", "REJECTED"})
 class TrajectoryFigures:
     """What the reward reads of one trajectory.
 
-    ``calls_per_round``: the calls each round made (refused ones too); ``statuses``: every call's
-    status, ``final_answer`` left out; ``tools``: the tool of each call that passed its checks;
+    ``calls_per_round``: the calls of each round that ran (``OK``, ``EXEC_ERR``, ``TIMEOUT``:
+    :data:`masorch.run.trajectory.RAN_STATUSES`; refused ones, ``BUDGET``, ``FORMAT_ERR`` and
+    ``REJECTED``, do not count as parallel work); ``statuses``: every call's status,
+    ``final_answer`` left out unless it failed; ``tools``: the tool of each call that ran
+    (``final_answer`` left out);
     ``undelivered``: calls the trainer could not hand to the environment (an unknown tool name, or
     arguments the trainer could not read); ``answered``: the trajectory ended with a well-formed
     ``final_answer``; ``tokens``: the total tokens ``L``; ``units``: the cost units ``C``.

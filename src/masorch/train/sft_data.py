@@ -2,8 +2,9 @@
 
 A record of ``masorch train collect`` (``sft.jsonl``) is one conversation: the system prompt, the
 question, the orchestrator's turns (text and tool calls) and the environment's replies (``tool``
-results, the between-round user messages). The masked objective trains on the orchestrator's turns
-and nothing else: the prompt, the tool results and the environment's text are context, not
+results, the between-round user messages), and, for a run that ended in a synthesis, the synthesis
+request and answer. The masked objective trains on the orchestrator's turns and nothing else: the
+prompt, the tool results, the environment's text and the synthesis answer are context, not
 targets.
 
 :func:`masked_example` renders the whole conversation once with the tokenizer's chat template (the
@@ -92,10 +93,26 @@ def assistant_spans(
     return text, spans
 
 
+def synthesized(record: Mapping[str, Any]) -> bool:
+    """Whether the record's last assistant turn is the synthesis model's answer, not an orchestrator
+    turn (the run ended at the round cap or on ``final_answer`` with ``synthesize``).
+
+    >>> synthesized({"meta": {"ended_by": "synthesis"}}), synthesized({"meta": {"ended_by": "final_answer"}})
+    (True, False)
+    """
+    meta = record.get("meta")
+    return isinstance(meta, Mapping) and meta.get("ended_by") == "synthesis"
+
+
 def masked_example(tokenizer: Any, record: Mapping[str, Any]) -> dict[str, list[int]]:
-    """``input_ids`` and ``labels`` of one record: labels are the ids of the assistant turns' tokens
-    and ``-100`` elsewhere (what TRL's SFTTrainer takes as a pre-tokenized example)."""
+    """``input_ids`` and ``labels`` of one record: labels are the ids of the orchestrator turns'
+    tokens and ``-100`` elsewhere (what TRL's SFTTrainer takes as a pre-tokenized example).
+
+    A synthesis answer (:func:`synthesized`) is context: another model may have written it, and the
+    RL stage never asks the policy for it."""
     text, spans = assistant_spans(tokenizer, record["messages"], record.get("tools"))
+    if synthesized(record) and spans:
+        spans = spans[:-1]
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
     ids = list(enc["input_ids"])
     labels = []

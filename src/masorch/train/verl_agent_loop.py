@@ -216,9 +216,10 @@ def agent_loop_class() -> type:
                     status = "length"  # no room for a tool message: only a final answer can still count
                     break
                 text = await self.loop.run_in_executor(None, self.tokenizer.decode, out.token_ids)
-                turns.trainer_calls += written_calls(self.tool_parser, text, len(parsed))
+                written = written_calls(self.tool_parser, text, len(parsed))
+                turns.trainer_calls += written
                 if not parsed:
-                    status = "unreadable_calls" if turns.trainer_calls > rollout.delivered else "no_call"
+                    status = "unreadable_calls" if written else "no_call"
                     break
                 calls = [ToolCall(c.name, c.arguments, id=c.tool_call_id or "") for c in parsed]
                 t0 = time.perf_counter()
