@@ -213,6 +213,48 @@ async def test_the_orchestrator_can_ask_for_the_synthesis_before_the_cap():
     messages, config = synth.calls[0]
     assert config.tools == () and "asks for the final answer to be written now" in messages[-1].content
     assert result.trajectory is not None and result.trajectory.ended_by == "synthesis"
+    # The final_answer call is answered by a tool message, as chat APIs require of every call.
+    asked = messages[-3]
+    assert asked.tool_calls[0].name == "final_answer"
+    assert (messages[-2].role, messages[-2].tool_call_id) == ("tool", asked.tool_calls[0].id)
+
+
+async def test_calls_read_from_text_are_kept_once_and_unreadable_ones_are_named():
+    text = (
+        "Two checks.\n"
+        '<tool_call>{"name": "cot", "arguments": {"task": "a"}}</tool_call>\n'
+        '<tool_call>{"name": "cot", "arguments": "x"}</tool_call>'
+    )
+    script = [Completion(text=text, usage=Usage(10, 5, 1)), final()]
+    result, orch, _, _ = await go(script)
+    messages = orch.calls[1][0]
+    turn = next(m for m in messages if m.role == "assistant")
+    assert turn.content == "Two checks." and [c.name for c in turn.tool_calls] == ["cot"]
+    assert "could not be read and did not run" in messages[-1].content
+    assert result.answer == "42"
+
+
+async def test_calls_refused_by_the_budget_cost_no_units():
+    from masorch.run.budget import Budget
+
+    script = [calls(("cot", {"task": "a"}), ("cot", {"task": "b"}), ("cot", {"task": "c"})), final()]
+    result, *_ = await go(script, budget=Budget(max_calls=2))
+    outcomes = result.trajectory.calls
+    assert [o.status for o in outcomes[:3]].count("BUDGET") >= 1
+    assert all(o.units == 0.0 for o in outcomes if o.status == "BUDGET")
+    assert result.trajectory.units == sum(o.units for o in outcomes)
+
+
+async def test_a_timeout_raised_inside_a_backend_is_an_error_not_a_crash():
+    async def raises(messages, config):
+        raise TimeoutError
+
+    result, *_ = await go([calls(("cot", {"task": "a"})), final()], ScriptedBackend(raises, name="sub"))
+    assert result.status == "ok"
+    (outcome,) = [o for o in result.trajectory.calls if o.tool == "cot"]
+    assert outcome.status == "EXEC_ERR" and "inside the agent" in outcome.error
+    result, *_ = await go(raises)
+    assert result.status == "error" and "timed out" in result.error
 
 
 async def test_a_synthesis_reply_without_an_answer_is_an_error_not_a_guess():

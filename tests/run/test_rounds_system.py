@@ -26,6 +26,9 @@ def test_rounds_defaults_and_the_serial_variant():
         System.parse("mas:rounds", model="local:m", max_rounds=13)
     with pytest.raises(UsageError, match="max_calls_per_round"):
         System.parse("mas:rounds", model="local:m", max_calls_per_round=5)
+    for cost in (-5.0, float("nan"), float("inf")):
+        with pytest.raises(UsageError, match="tool costs must be finite"):
+            System.parse("mas:rounds", model="local:m", tool_costs={"cot": cost})
 
 
 def test_pool_synthesis_and_costs_from_yaml_shapes_with_keys_redacted():

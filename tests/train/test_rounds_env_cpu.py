@@ -288,9 +288,11 @@ def test_a_synthesis_model_answers_from_the_trajectory_as_at_inference() -> None
     assert rollout.answer == "7" and rollout.synthesized and rollout.rounds == 1
     # It read the prompt, the round's call and result, and the inference path's synthesis request.
     ((messages, config),) = synthesis.calls
-    assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    roles = ["system", "user", "assistant", "tool", "assistant", "tool", "user"]
+    assert [m.role for m in messages] == roles
     assert messages[0].content == rollout.calls.system_prompt() and "result:\n7" in messages[3].content
     assert messages[4].tool_calls[0].name == "final_answer" and not config.tools
+    assert messages[5].tool_call_id == messages[4].tool_calls[0].id  # every call is answered
     request = render("rounds/synthesis.j2", question="What is 3 + 4?", max_rounds=3, requested=True)
     assert messages[-1].content == request
     # Its call is in the rollout's ledger, so its tokens count for the efficiency reward.

@@ -59,8 +59,13 @@ class RetryPolicy:
             raise UsageError(f"max_attempts={self.max_attempts} < 1", hint="use max_attempts >= 1")
 
     def delay(self, attempt: int, rng: random.Random, retry_after_s: float | None = None) -> float:
-        """Seconds to wait after failed attempt number ``attempt`` (1-based)."""
-        ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** (attempt - 1))
+        """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+        >>> RetryPolicy(max_delay_s=20.0).delay(5_000, random.Random(0)) <= 20.0  # no overflow
+        True
+        """
+        # The exponent is capped: 2**1024 does not fit in a float, and the ceiling is reached long before.
+        ceiling = min(self.max_delay_s, self.base_delay_s * 2 ** min(attempt - 1, 64))
         wait = ceiling / 2 + rng.uniform(0, ceiling / 2)
         if retry_after_s is not None:
             wait = max(wait, min(retry_after_s, self.max_delay_s))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -356,8 +357,10 @@ def _tool_cost(spec: str) -> tuple[str, float]:
         value = float(units)
     except ValueError:
         value = -1.0
-    if not sep or not kind.strip() or value < 0:
-        raise UsageError(f"--tool-cost {spec!r} is not KIND=UNITS", hint="e.g. --tool-cost sc=3")
+    if not sep or not kind.strip() or not (math.isfinite(value) and value >= 0):
+        raise UsageError(
+            f"--tool-cost {spec!r} is not KIND=UNITS (a finite number >= 0)", hint="e.g. --tool-cost sc=3"
+        )
     return kind.strip(), value
 
 

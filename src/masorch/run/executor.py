@@ -270,10 +270,16 @@ class _Run:
         agent = self.ex._agents.get(spec.kind)
         ctx = NodeContext(self.session, self.ex._backends, nid, spec.kind, self.ex._retriever)
         timeout = self.ex._node_timeout_s
+        limit = asyncio.timeout(timeout)
         try:
-            out = await asyncio.wait_for(agent.run(node_input, ctx), timeout)
+            async with limit:
+                out = await agent.run(node_input, ctx)
         except TimeoutError:
-            return NodeOutput(status=NodeStatus.TIMEOUT, error=f"node timed out after {timeout:g} s")
+            if limit.expired():
+                return NodeOutput(status=NodeStatus.TIMEOUT, error=f"node timed out after {timeout:g} s")
+            # Raised inside the agent (a backend that does not wrap its own timeouts), not the node's limit.
+            logger.info("node %s: a request inside the %s agent timed out", nid, spec.kind)
+            return NodeOutput(status=NodeStatus.ERROR, error="timeout: a request inside the agent timed out")
         except BudgetExceeded as exc:
             return NodeOutput(status=NodeStatus.BUDGET, error=exc.message)
         except DeadlineExceeded as exc:

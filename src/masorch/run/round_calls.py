@@ -12,6 +12,7 @@ spent), or the run's outcome: ``OK``, ``EXEC_ERR``, ``TIMEOUT``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -178,13 +179,21 @@ class CheckedCall:
 
 def call_ids(calls: Sequence[ToolCall], round_no: int) -> tuple[ToolCall, ...]:
     """The calls with ids that are set and distinct (``call_rRcI`` where the model gave none or a
-    repeated one), so that each result message can name its call."""
+    repeated one, suffixed where the model used that id too), so that each result message can name
+    its call.
+
+    >>> [c.id for c in call_ids([ToolCall("cot", "{}", id="call_r1c2"), ToolCall("sc", "{}")], 1)]
+    ['call_r1c2', 'call_r1c2_2']
+    """
     seen: set[str] = set()
     out = []
     for i, call in enumerate(calls, start=1):
         cid = call.id
         if not cid or cid in seen:
-            cid = f"call_r{round_no}c{i}"
+            cid, n = f"call_r{round_no}c{i}", 1
+            while cid in seen or any(c.id == cid for c in calls[i:]):
+                n += 1
+                cid = f"call_r{round_no}c{i}_{n}"
         seen.add(cid)
         out.append(ToolCall(call.name, call.arguments, id=cid))
     return tuple(out)
@@ -261,6 +270,29 @@ def calls_in_text(text: str) -> tuple[tuple[ToolCall, ...], str]:
     calls = tuple(ToolCall(c.name, json.dumps(c.kwargs), id="") for c in raw if not c.args)
     problems = [f"{d.message} (hint: {d.hint})" for d in diagnostics if d.is_error]
     return calls, "; ".join(problems)
+
+
+#: Where calls written as text begin: a Hermes tag, a code fence, or a JSON call object or list.
+_CALLS_START = re.compile(r'<tool_call>|```|[\[{]\s*\{?\s*"(?:name|tool_calls|agents|final_answer)"')
+
+
+def text_before_calls(text: str) -> str:
+    """The reasoning before the calls a reply wrote as text ("" when it starts with them), so that a
+    turn whose calls were read from its text is kept once, as calls.
+
+    >>> text_before_calls('Two parts.\n<tool_call>{"name": "cot", "arguments": {}}</tool_call>')
+    'Two parts.'
+    >>> text_before_calls('First add. [{"name": "cot", "arguments": {"task": "t"}}]')
+    'First add.'
+    >>> text_before_calls('{"name": "final_answer", "arguments": {"answer": "4"}}')
+    ''
+    """
+    found = _CALLS_START.search(text)
+    return text[: found.start()].rstrip() if found else ""
+
+
+#: The tool message that answers ``final_answer`` with ``synthesize``: the synthesis follows.
+SYNTHESIS_ACK = "status: OK\nThe synthesis model writes the final answer from this trajectory."
 
 
 def synthesis_answer(text: str) -> str:

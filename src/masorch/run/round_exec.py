@@ -63,6 +63,9 @@ class RoundsOptions(Sampling):
     faults: ToolFaults | None = None
     #: decode each orchestrator turn under the tool-call grammar where the backend can
     constrain: bool = True
+    #: the system's label in the trace (None: ``mas:rounds-serial`` at one call per round, else
+    #: ``mas:rounds``)
+    label: str | None = None
 
     @classmethod
     def of(cls, system: System, faults: ToolFaults | None = None) -> RoundsOptions:
@@ -80,6 +83,7 @@ class RoundsOptions(Sampling):
             constrain=system.constrain,
             **system.sampling(),
             faults=faults,
+            label=system.label,
         )
 
 
@@ -172,7 +176,13 @@ class RoundCalls:
             plan=Plan(agents=tuple(specs)).model_dump(mode="json"),
             attempt=round_no,
         )
-        return [job if isinstance(job, CallOutcome) else await job for job in jobs]
+        try:
+            return [job if isinstance(job, CallOutcome) else await job for job in jobs]
+        finally:
+            # A call that raised ends the round: the others are not left running.
+            for job in jobs:
+                if isinstance(job, asyncio.Future) and not job.done():
+                    job.cancel()
 
     def record(self, round_no: int, outcomes: Sequence[CallOutcome], wall_s: float) -> None:
         """Keep a finished round and send a ``tool_result`` event for each of its calls."""
@@ -226,9 +236,14 @@ class RoundCalls:
         result = await executor.execute(call.plan, self.question, context=context)
         out = result.node_results.get(call.node, NodeOutput(status=NodeStatus.ERROR, error=result.error))
         model = backends.for_node(call.tool, "subagent").model_id
-        return call.ran(
-            out, model=model, units=units_of(call.tool, self.costs), wall_s=time.perf_counter() - t0
-        )
+        units = units_of(call.tool, self.costs)
+        if out.status == NodeStatus.BUDGET and not any(
+            e.node == call.node for e in self.session.ledger.entries
+        ):
+            # Refused by the run's budget before its first request: a refused call costs nothing.
+            self.units -= units
+            units = 0.0
+        return call.ran(out, model=model, units=units, wall_s=time.perf_counter() - t0)
 
     def _history(self) -> tuple[UpstreamResult, ...]:
         """The results of the earlier rounds' calls that ran ok, as a reviewer reads them."""

@@ -28,10 +28,12 @@ from masorch.run.executor import RoleBackends
 from masorch.run.result import RunResult, RunStatus
 from masorch.run.round_calls import (
     FINAL_TOOL,
+    SYNTHESIS_ACK,
     call_ids,
     calls_in_text,
     final_answer,
     synthesis_answer,
+    text_before_calls,
     wants_synthesis,
 )
 from masorch.run.round_exec import PoolEntry, RoundCalls, RoundsOptions, bad_final
@@ -70,7 +72,7 @@ async def run_rounds(
     models.update({f"pool.{name}": entry.backend.model_id for name, entry in (pool or {}).items()})
     if synthesis is not None:
         models["synthesis"] = synthesis.model_id
-    label = "mas:rounds" if opts.max_calls_per_round > 1 else "mas:rounds-serial"
+    label = opts.label or ("mas:rounds" if opts.max_calls_per_round > 1 else "mas:rounds-serial")
     return await session.run(question, lambda _: rounds.go(), mode=label, models=models)
 
 
@@ -107,16 +109,20 @@ class _Rounds:
             reply = await self._ask(self.orchestrator, self.tools, node=None, grammar=self.grammar)
             if isinstance(reply, RunResult):
                 return reply
-            calls, problem = reply.tool_calls, ""
-            if not calls and reply.text.strip():
-                calls, problem = calls_in_text(reply.text)
+            calls, problem, text = reply.tool_calls, "", reply.text
+            if not calls and text.strip():
+                calls, problem = calls_in_text(text)
+                if calls:  # the calls are kept as calls, not also as text (the template writes them)
+                    text = text_before_calls(text)
             calls = call_ids(calls, round_no)
-            self.messages.append(Message("assistant", reply.text, tool_calls=calls))
+            self.messages.append(Message("assistant", text, tool_calls=calls))
             if len(calls) == 1 and calls[0].name == FINAL_TOOL:
                 answer = final_answer(calls[0])
                 if answer is not None:
                     return self._end("ok", "final_answer", answer=answer)
                 if wants_synthesis(calls[0]):
+                    # Every tool call is answered by a tool message (chat APIs refuse one that is not).
+                    self.messages.append(Message("tool", SYNTHESIS_ACK, tool_call_id=calls[0].id))
                     return await self._synthesize(requested=True)
                 outcomes = [bad_final(calls[0], round_no)]
             elif calls:
@@ -201,16 +207,19 @@ async def ask(
     constrains an orchestrator turn where the backend can (:func:`turn_grammar`)."""
     config = opts.generate_config(max_tokens=opts.max_tokens, tools=tools, grammar=grammar)
     who = node or "orchestrator"
+    deadline = asyncio.timeout(session.remaining_s())
     try:
-        remaining = session.remaining_s()
-        call = session.complete(backend, messages, config, role="orchestrator", node=node)
-        return await (call if remaining is None else asyncio.wait_for(call, remaining))
+        async with deadline:
+            return await session.complete(backend, messages, config, role="orchestrator", node=node)
     except BudgetExceeded as exc:
         return Stop("budget", "budget", f"{who}: {exc.message}")
     except MasorchError as exc:
         return Stop("error", "error", f"{who}: {exc}")
     except TimeoutError:
-        return Stop("timeout", "timeout", f"run deadline of {opts.timeout_s:g} s passed")
+        if deadline.expired():
+            return Stop("timeout", "timeout", f"run deadline of {opts.timeout_s:g} s passed")
+        # Raised by the backend itself (one that does not wrap its timeouts in a BackendError).
+        return Stop("error", "error", f"{who}: the model request timed out")
 
 
 async def synthesize(

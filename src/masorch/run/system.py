@@ -20,6 +20,7 @@ the same field names in ``masorch run`` flags, eval systems files and training c
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
@@ -160,6 +161,14 @@ class System(BaseModel):
             return {
                 k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in value.items()
             }
+        return value
+
+    @field_validator("tool_costs", mode="after")
+    @classmethod
+    def _costs_finite(cls, value: dict[str, float]) -> dict[str, float]:
+        bad = {k: v for k, v in value.items() if not (math.isfinite(v) and v >= 0)}
+        if bad:
+            raise ValueError(f"tool costs must be finite numbers of units >= 0, got {bad}")
         return value
 
     @field_validator("budget", mode="before")

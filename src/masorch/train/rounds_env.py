@@ -50,7 +50,7 @@ from typing import Any
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Message, ToolCall, ToolSpec
 from masorch.run.executor import RoleBackends
-from masorch.run.round_calls import FINAL_TOOL, call_ids, final_answer, wants_synthesis
+from masorch.run.round_calls import FINAL_TOOL, SYNTHESIS_ACK, call_ids, final_answer, wants_synthesis
 from masorch.run.round_exec import RoundCalls, RoundsOptions, bad_final
 from masorch.run.rounds import Stop, synthesize
 from masorch.run.session import RunSession
@@ -208,7 +208,7 @@ class Rollout:
             if self.synthesis is not None and wants_synthesis(calls[0]):
                 # Run when the trajectory is closed, when every turn's text is known.
                 self.ended, self._requested = True, (calls[0], round_no, len(self.messages))
-                return ["status: OK\nThe synthesis model writes the final answer from this trajectory."]
+                return [SYNTHESIS_ACK]
             outcome = bad_final(calls[0], round_no)
             if "synthesize" in calls[0].arguments:
                 outcome = _outcome(
@@ -243,8 +243,9 @@ class Rollout:
 
     async def _close(self, turns: Sequence[tuple[str, Sequence[str]]]) -> None:
         if self._requested is not None:
-            # The inference path's conversation then: the prompt, the rounds, the final_answer turn.
-            said = self.messages[: self._requested[2] + 1]
+            # The inference path's conversation then: the prompt, the rounds, the final_answer turn
+            # and the tool message that answers it.
+            said = self.messages[: self._requested[2] + 2]
         elif self.ended or self.answer or self.synthesis is None or self.rounds < self.options.max_rounds:
             return
         else:
