@@ -411,6 +411,17 @@ def test_injected_faults_end_calls_without_running_them():
     assert result.trajectory.to_chat()["meta"]["calls"][0]["injected"] is True
 
 
+def test_an_injected_format_drift_reads_as_an_unreadable_reply():
+    from masorch.run.faults import ToolFaults
+
+    faults = ToolFaults(rate=1.0, kinds=("FORMAT_DRIFT",), max_per_run=1)
+    script = [calls(("cot", {"task": "a"})), final()]
+    result, orch, sub, _trace = asyncio.run(go(script, faults=faults))
+    (outcome,) = [c for c in result.trajectory.calls if c.tool == "cot"]
+    assert (outcome.status, outcome.injected) == ("EXEC_ERR", True) and len(sub.calls) == 0
+    assert "did not follow the answer format" in tool_messages(orch, 1)["c0"]
+
+
 async def test_each_turn_decodes_under_the_tool_call_grammar_unless_told_not_to():
     _result, orch, _sub, _trace = await go([calls(("cot", {"task": "a"})), final()])
     turn, last = (config for _messages, config in orch.calls)

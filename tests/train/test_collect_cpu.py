@@ -342,7 +342,7 @@ def test_fault_draws_are_seeded_and_near_the_rate() -> None:
     ]
     share = sum(d is not None for d in draws) / len(draws)
     assert 0.25 < share < 0.35
-    assert {d for d in draws if d} == {"EXEC_ERR", "TIMEOUT"}
+    assert {d for d in draws if d} == {"EXEC_ERR", "TIMEOUT", "FORMAT_DRIFT"}
     assert draws != [ToolFaults(rate=0.3, seed=8).draw("Q", s, n) for s, n in _keys()]
     with pytest.raises(UsageError, match="probability"):
         ToolFaults(rate=1.5)

@@ -72,6 +72,14 @@ class RetryPolicy:
         return wait
 
 
+def _raise_if_cancelling() -> None:
+    """Raise CancelledError where the running task has a cancel pending that a library swallowed
+    (it then ran on as if nothing had happened): a cancelled call is never retried."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class _AttemptFailed(Exception):
     """One failed attempt: the error, and how long the server asked us to wait (Retry-After)."""
 
@@ -398,6 +406,7 @@ class OpenAIBackend:
                 "%s: attempt %d failed (%s); retrying in %.2fs", self._model_id, attempt, exc.code, delay
             )
             try:
+                _raise_if_cancelling()
                 await asyncio.sleep(delay)
             except asyncio.CancelledError as cancelled:
                 cancelled.attempts = attempt  # type: ignore[attr-defined]
@@ -425,10 +434,11 @@ class OpenAIBackend:
             # The client's generic `post` (its documented way to send a raw body) skips the typed
             # parameter transform and the response model: about a fifth less CPU per call, and the
             # reply is checked by parse_chat_choice instead.
-            return await asyncio.wait_for(
-                client.post(path, body={**body, **self.extra_body}, cast_to=object),
-                timeout=self.timeout_s + 1.0,  # a backstop: the client's own timeout is per read
-            )
+            # A backstop: the client's own timeout is per read. asyncio.timeout, not wait_for: on
+            # Python 3.11 wait_for loses a cancel that arrives as the request ends (the task then
+            # retried on; a test saw it send thousands of requests after its cancel).
+            async with asyncio.timeout(self.timeout_s + 1.0):
+                return await client.post(path, body={**body, **self.extra_body}, cast_to=object)
         except json.JSONDecodeError as exc:
             raise BackendError(
                 f"the server sent malformed JSON ({exc.msg} at byte {exc.pos})",

@@ -311,9 +311,8 @@ async def _plan_and_run(
 async def _plan_call(
     session: RunSession, orchestrator: Backend, messages: list[Message], config: GenerateConfig
 ) -> Completion:
-    remaining = session.remaining_s()
-    call = session.complete(orchestrator, messages, config, role="orchestrator")
-    return await (call if remaining is None else asyncio.wait_for(call, remaining))
+    async with asyncio.timeout(session.remaining_s()):  # None: no deadline
+        return await session.complete(orchestrator, messages, config, role="orchestrator")
 
 
 def _stopped(

@@ -280,7 +280,7 @@ def text_before_calls(text: str) -> str:
     """The reasoning before the calls a reply wrote as text ("" when it starts with them), so that a
     turn whose calls were read from its text is kept once, as calls.
 
-    >>> text_before_calls('Two parts.\n<tool_call>{"name": "cot", "arguments": {}}</tool_call>')
+    >>> text_before_calls('Two parts.\\n<tool_call>{"name": "cot", "arguments": {}}</tool_call>')
     'Two parts.'
     >>> text_before_calls('First add. [{"name": "cot", "arguments": {"task": "t"}}]')
     'First add.'

@@ -24,7 +24,7 @@ from masorch.plan import Plan
 from masorch.prompts import render
 from masorch.run.budget import Budget
 from masorch.run.executor import Executor, RoleBackends
-from masorch.run.faults import ToolFaults
+from masorch.run.faults import ToolFaults, fault_status
 from masorch.run.round_calls import (
     FINAL_TOOL,
     TOOL_TITLES,
@@ -211,13 +211,13 @@ class RoundCalls:
         faults = self.opts.faults
         if faults is None or self.faults_left <= 0:
             return None
-        status = faults.draw(self.question, self.opts.seed, call.node)
-        if status is None:
+        kind = faults.draw(self.question, self.opts.seed, call.node)
+        if kind is None:
             return None
         self.faults_left -= 1
-        error = faults.error(status, call.tool, self.opts.node_timeout_s)
+        error = faults.error(kind, call.tool, self.opts.node_timeout_s)
         return dataclasses.replace(
-            call.refused(status, error), units=units_of(call.tool, self.costs), injected=True
+            call.refused(fault_status(kind), error), units=units_of(call.tool, self.costs), injected=True
         )
 
     async def _run_call(self, call: CheckedCall, history: tuple[UpstreamResult, ...]) -> CallOutcome:

@@ -294,9 +294,8 @@ async def _run(
             return await run(system, question, env, trace=sink)
 
     try:
-        if opts.timeout_s is None:
+        async with asyncio.timeout(opts.timeout_s):  # None: no deadline
             return await gated()
-        return await asyncio.wait_for(gated(), opts.timeout_s)
     except TimeoutError:
         waited = (started[0] if started else time.monotonic()) - arrived
         return RunResult(

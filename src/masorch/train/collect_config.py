@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 from masorch.backends.cache import CacheMode
 from masorch.config import ConfigModel, describe_fields
 from masorch.errors import UsageError
-from masorch.run.faults import FAULT_STATUSES, ToolFaults
+from masorch.run.faults import FAULT_KINDS, ToolFaults
 from masorch.run.system import System
 
 
@@ -79,7 +79,8 @@ class CollectConfig(ConfigModel):
         default=0.2, description="share of checked tool calls made to fail on purpose (0: no faults)"
     )
     fault_kinds: list[str] = Field(
-        default_factory=lambda: list[str](FAULT_STATUSES), description="statuses injected faults end with"
+        default_factory=lambda: list[str](FAULT_KINDS),
+        description="the faults injected: EXEC_ERR, TIMEOUT, FORMAT_DRIFT (an unreadable reply: EXEC_ERR)",
     )
     fault_seed: int = Field(default=0, description="seed of the fault draws")
     faults_per_run: int | None = Field(

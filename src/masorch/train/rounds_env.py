@@ -265,12 +265,10 @@ class Rollout:
         assert self.synthesis is not None
         session, limit = self.calls.session, self.options.node_timeout_s
         try:
-            return await asyncio.wait_for(
-                synthesize(
+            async with asyncio.timeout(limit):
+                return await synthesize(
                     session, self.synthesis, messages, self.question, self.options, requested=requested
-                ),
-                limit,
-            )
+                )
         except TimeoutError:
             return Stop("timeout", "timeout", f"synthesis: no reply within {limit:g} s")
 
