@@ -140,6 +140,15 @@ HERMES_TAG = "<tool_call>"
 _HERMES_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
 
+def hermes_block_count(text: str) -> int:
+    """How many ``<tool_call>`` blocks ``text`` holds, readable or not.
+
+    >>> hermes_block_count('<tool_call>{"name": "cot"}</tool_call><tool_call>{bad</tool_call>')
+    2
+    """
+    return len(_HERMES_CALL.findall(text))
+
+
 def hermes_calls(text: str) -> tuple[str, tuple[ToolCall, ...]] | None:
     """The text before the first ``<tool_call>`` block and the calls of the blocks, or None when
     ``text`` holds no block or a block that is not a ``{"name", "arguments"}`` object (cut short,

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from typing import Any
 
 from masorch.agents.base import AgentRegistry
 from masorch.backends.base import Backend
+from masorch.backends.chat import hermes_block_count
 from masorch.run.executor import RoleBackends
 from masorch.score.scorer import Scorer
 from masorch.train.grpo import search_corpus, search_retriever, subagent_backend
@@ -177,10 +177,6 @@ def _call_names(message: Mapping[str, Any]) -> list[str]:
     return [str(f.get("name", "")) for f in functions if isinstance(f, Mapping)]
 
 
-#: A tool-call block as Qwen2.5's (hermes) template writes it.
-_CALL_BLOCK = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
-
-
 def _trainer_calls(completion: Any) -> int:
     """The tool calls the policy wrote in its turns of one completion: per turn, those the trainer
     parsed, or more where the turn's text still holds ``<tool_call>`` blocks (TRL leaves a turn it
@@ -195,7 +191,7 @@ def _trainer_calls(completion: Any) -> int:
     if not isinstance(completion, Sequence) or isinstance(completion, str):
         return 0
     return sum(
-        max(len(m.get("tool_calls") or ()), len(_CALL_BLOCK.findall(str(m.get("content") or ""))))
+        max(len(m.get("tool_calls") or ()), hermes_block_count(str(m.get("content") or "")))
         for m in completion
         if isinstance(m, Mapping) and m.get("role") == "assistant"
     )
