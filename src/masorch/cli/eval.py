@@ -103,6 +103,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         budget_tokens: int | None = typer.Option(None, "--budget-tokens", min=0, help="Tokens per sample."),
         budget_cost: float | None = typer.Option(None, "--budget-cost", min=0, help="Cost per sample ($)."),
         timeout: float | None = typer.Option(None, "--timeout", min=0, help="Deadline per sample (s)."),
+        skip: int = typer.Option(
+            0, "--skip", min=0, help="Leave out the first N samples of each dataset (before --limit)."
+        ),
         limit: int | None = typer.Option(None, "--limit", min=0, help="First N samples (per axis value)."),
         sample: int | None = typer.Option(None, "--sample", min=0, help="A seeded random N samples."),
         seed: int = typer.Option(0, "--seed", min=0, help="Seed of --sample and of the bootstrap."),
@@ -204,6 +207,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
                 check_model_string(spec, buildable=True)
         sources = resolve_all(
             [d for item in data for d in item.split(",") if d],
+            skip=skip,
             limit=limit,
             sample=sample,
             seed=seed,

@@ -133,6 +133,9 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         rounds=len(trajectory.rounds) if trajectory is not None else None,
         units=trajectory.units if trajectory is not None else 0.0,
         tool_statuses=trajectory.statuses() if trajectory is not None else {},
+        tools_ran=trajectory.tools_ran() if trajectory is not None else {},
+        rounds_without_calls=trajectory.rounds_without_calls if trajectory is not None else None,
+        ended_by=trajectory.ended_by if trajectory is not None else "",
         truncated_calls=sum(isinstance(e, LlmCall) and e.finish == "length" for e in events),
         worker=f"{socket.gethostname()}:{os.getpid()}",
     )

@@ -24,8 +24,9 @@ class EvalRecord:
     ``status`` is the run's status (``ok``, ``error``, ``timeout``, ``budget``, ``invalid_plan``) or
     ``failed`` when the harness could not run or grade it; ``correct``/``score``/``details`` are the
     scorer's verdict (False/0.0/{} without one). ``axis``/``value`` are MASBench's (None elsewhere).
-    ``rounds``, ``units`` and ``tool_statuses`` (calls per status) describe a multi-round run
-    (None / 0.0 / {} for the other systems).
+    ``rounds``, ``units``, ``tool_statuses`` (calls per status), ``tools_ran`` (calls per sub-agent
+    tool that ran), ``rounds_without_calls`` (turns with no readable call) and ``ended_by`` describe a
+    multi-round run (None / 0.0 / {} / {} / None / "" for the other systems, and in older logs).
 
     >>> r = EvalRecord(key="s|d|1", system="s", dataset="d", sample_id="1", status="ok", gold="4")
     >>> EvalRecord.from_json({**r.to_json(), "type": "sample"}) == r
@@ -57,6 +58,9 @@ class EvalRecord:
     rounds: int | None = None
     units: float = 0.0
     tool_statuses: Mapping[str, int] = field(default_factory=dict)
+    tools_ran: Mapping[str, int] = field(default_factory=dict)
+    rounds_without_calls: int | None = None
+    ended_by: str = ""
     #: LLM calls of the run whose reply stopped at its token cap (None: a record from before the count)
     truncated_calls: int | None = None
     worker: str = ""
@@ -68,6 +72,7 @@ class EvalRecord:
         out = dataclasses.asdict(self)
         out["details"] = dict(self.details)
         out["tool_statuses"] = dict(self.tool_statuses)
+        out["tools_ran"] = dict(self.tools_ran)
         return out
 
     @classmethod

@@ -25,9 +25,9 @@ from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
 from masorch.plan.catalogue import Catalogue
 from masorch.plan.parse_json import read_json_calls
 from masorch.run.orchestrate import param_schema
-from masorch.run.trajectory import CallOutcome, ToolStatus
+from masorch.run.trajectory import FINAL_TOOL, CallOutcome, ToolStatus
 
-FINAL_TOOL = "final_answer"
+__all__ = ["FINAL_TOOL"]  # its home is masorch.run.trajectory; callers import it from here too
 
 #: Cost units of one call of each tool (ParaManager-style tool costs): a rough price of what the
 #: tool spends, so that the orchestrator can weigh a cheap reasoner against an ensemble. A kind not

@@ -23,6 +23,8 @@ TOOL_STATUSES: tuple[ToolStatus, ...] = get_args(ToolStatus)
 #: The statuses of a call that was dispatched to its tool (it ran, or was made to fail as if it had:
 #: an injected fault); ``BUDGET``, ``FORMAT_ERR`` and ``REJECTED`` calls never left the orchestrator.
 RAN_STATUSES: tuple[ToolStatus, ...] = ("OK", "EXEC_ERR", "TIMEOUT")
+#: The tool that ends a run with the orchestrator's answer (not a sub-agent).
+FINAL_TOOL = "final_answer"
 
 #: How a multi-round run ended: the orchestrator's final_answer, the synthesis call at the round
 #: cap, or a run status that stopped it (an orchestrator error, the budget, the deadline).
@@ -124,6 +126,25 @@ class Trajectory:
         for call in self.calls:
             counts[call.status] += 1
         return {s: n for s, n in counts.items() if n}
+
+    def tools_ran(self) -> dict[str, int]:
+        """How many calls of each sub-agent tool ran (:data:`RAN_STATUSES`; ``final_answer`` is not one).
+
+        >>> ok = CallOutcome(round=1, call_id="a", node="r1c1", tool="python", status="OK")
+        >>> bad = CallOutcome(round=1, call_id="b", node="r1c2", tool="cot", status="FORMAT_ERR")
+        >>> Trajectory("q", (), rounds=(RoundRecord(1, (ok, bad)),)).tools_ran()
+        {'python': 1}
+        """
+        counts: dict[str, int] = {}
+        for call in self.calls:
+            if call.tool != FINAL_TOOL and call.status in RAN_STATUSES:
+                counts[call.tool] = counts.get(call.tool, 0) + 1
+        return counts
+
+    @property
+    def rounds_without_calls(self) -> int:
+        """Rounds in which the orchestrator's turn held no call that could be read."""
+        return sum(1 for r in self.rounds if not r.calls)
 
     def to_chat(self) -> dict[str, Any]:
         """The trajectory as one chat-format record: ``messages`` (OpenAI format: the assistant's

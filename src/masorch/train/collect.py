@@ -21,7 +21,6 @@ import dataclasses
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,8 +36,6 @@ from masorch.eval.sources import DataSource, resolve
 from masorch.run.environment import Environment, EnvSpec, default_backend_factory
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
-from masorch.run.round_calls import FINAL_TOOL
-from masorch.run.trajectory import RAN_STATUSES
 from masorch.score.scorer import Score
 from masorch.train.collect_config import CollectConfig
 from masorch.train.collect_output import summarize, write_dataset, write_parquet
@@ -149,7 +146,7 @@ def attempt_stats(
         "score": float(verdict.value) if verdict is not None else 0.0,
         "rounds": len(traj.rounds),
         "statuses": traj.statuses(),
-        "tools": dict(Counter(c.tool for c in calls if c.tool != FINAL_TOOL and c.status in RAN_STATUSES)),
+        "tools": traj.tools_ran(),
         "failures": failures,
         "injected": sum(1 for c in calls if c.injected),
         "recovered": recovered({"correct": correct, "statuses": traj.statuses()}),
