@@ -64,7 +64,13 @@ def test_rounds_systems_run_and_report_their_rounds(tmp_path: Path) -> None:
             ["cot"],
         )
         assert one["calls"] == 3
+        assert (one["tools_ran"], one["rounds_without_calls"], one["ended_by"]) == (
+            {"cot": 1},
+            0,
+            "final_answer",
+        )
     assert all(r["rounds"] is None for r in records if r["system"] == "sas:cot")
+    assert all(r["tools_ran"] == {} and r["ended_by"] == "" for r in records if r["system"] == "sas:cot")
     from masorch.eval.report import write_report
 
     report = write_report(tmp_path / "o", plots=False, n_boot=50).read_text()
@@ -244,6 +250,19 @@ def test_cli_run_writes_log_report_and_resumes(tmp_path: Path) -> None:
     assert resumed.exit_code == 0, resumed.output
     assert len(RunLog.read(out)[1]) == 12
     assert "12/12 samples" in resumed.output
+
+
+def test_cli_skip_leaves_out_the_first_samples_before_limit(tmp_path: Path) -> None:
+    data = write_sums(tmp_path / "s.jsonl", 6)
+    app = typer.Typer()
+    eval_cli.register(app, env_factory=lambda args: _env(wrong_every=2))
+    out = tmp_path / "o"
+    args = ["eval", "run", "--systems", "sas:cot", "--model", "scripted:m", "--data", str(data)]
+    args += ["--out", str(out), "--skip", "2", "--limit", "3", "--no-plots"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    ids = sorted(r["sample_id"] for r in RunLog.read(out)[1])
+    assert ids == [f"sum-depth-2-{i}" for i in (2, 3, 4)]
 
 
 def test_math_and_f1_scorers_of_the_registry_grade_real_datasets_shape(tmp_path: Path) -> None:
