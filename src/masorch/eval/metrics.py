@@ -121,6 +121,55 @@ def paired_difference(
     return bootstrap_mean(diffs, n_boot=n_boot, alpha=alpha, seed=seed)
 
 
+def bootstrap_ratio(
+    num: Sequence[float], den: Sequence[float], *, n_boot: int = N_BOOT, alpha: float = ALPHA, seed: int = 0
+) -> Interval:
+    """``sum(num) / sum(den)`` with a percentile-bootstrap interval that resamples the samples
+    (the pairs ``num[i], den[i]``: e.g. a run's good calls and all its calls); 0 where ``den`` sums to 0.
+
+    >>> iv = bootstrap_ratio([1, 2, 0], [1, 2, 2])
+    >>> iv.mean, iv.low <= iv.mean <= iv.high, iv.n
+    (0.6, True, 3)
+    """
+    return paired_ratio_difference(
+        num, den, [0.0] * len(num), [1.0] * len(num), n_boot=n_boot, alpha=alpha, seed=seed
+    )
+
+
+def paired_ratio_difference(
+    num_a: Sequence[float],
+    den_a: Sequence[float],
+    num_b: Sequence[float],
+    den_b: Sequence[float],
+    *,
+    n_boot: int = N_BOOT,
+    alpha: float = ALPHA,
+    seed: int = 0,
+) -> Interval:
+    """``sum(num_a)/sum(den_a) - sum(num_b)/sum(den_b)`` over aligned samples, with a paired
+    bootstrap interval (the same resampled indices for both ratios); a ratio over 0 is 0.
+
+    >>> paired_ratio_difference([1, 1], [1, 1], [0, 1], [1, 1]).mean
+    0.5
+    """
+    arrays = [np.asarray(x, dtype=float) for x in (num_a, den_a, num_b, den_b)]
+    n = arrays[0].size
+    if any(a.size != n for a in arrays):
+        raise ValueError(f"ratio samples differ in length: {[a.size for a in arrays]}")
+    if n == 0:
+        return Interval(0.0, 0.0, 0.0, 0)
+
+    def ratio(num: npt.NDArray[np.float64], den: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        total = den.sum(axis=-1)
+        return np.where(total > 0, num.sum(axis=-1) / np.where(total > 0, total, 1.0), 0.0)
+
+    idx = resample_indices(n, n_boot, seed)
+    point = ratio(arrays[0], arrays[1]) - ratio(arrays[2], arrays[3])
+    draws = ratio(arrays[0][idx], arrays[1][idx]) - ratio(arrays[2][idx], arrays[3][idx])
+    low, high = np.quantile(draws, [alpha / 2, 1 - alpha / 2])
+    return Interval(float(point), float(low), float(high), n)
+
+
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     """Indices of the points (cost, accuracy) not dominated by another (cheaper-or-equal and better).
 

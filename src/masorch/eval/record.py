@@ -75,6 +75,27 @@ class EvalRecord:
         out["tools_ran"] = dict(self.tools_ran)
         return out
 
+    def valid_calls(self) -> tuple[int, int]:
+        """A rounds run's well-formed orchestrator calls and all its calls: ``(good, total)``.
+
+        Every call counts (its status is in ``tool_statuses``) and is good unless ``FORMAT_ERR`` or
+        ``REJECTED``; a turn with no readable call counts as one bad call (as the protocol reward
+        counts an undelivered one); the ``final_answer`` call that ended the run counts as one good
+        call. ``(0, 0)`` for a record that is not a rounds run.
+
+        >>> r = EvalRecord(key="k", rounds=2, tool_statuses={"OK": 3, "FORMAT_ERR": 1},
+        ...                rounds_without_calls=1, ended_by="final_answer")
+        >>> r.valid_calls()
+        (4, 6)
+        """
+        if self.rounds is None:
+            return 0, 0
+        bad = self.tool_statuses.get("FORMAT_ERR", 0) + self.tool_statuses.get("REJECTED", 0)
+        empty = self.rounds_without_calls or 0
+        final = int(self.ended_by == "final_answer")
+        total = sum(self.tool_statuses.values()) + empty + final
+        return total - bad - empty, total
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EvalRecord:
         """A record from a log line; fields it does not know (``type``) are left out."""
