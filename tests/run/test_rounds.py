@@ -12,13 +12,14 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from run_helpers import CallAgent, FailAgent
 
 from masorch.agents.base import AgentRegistry, NodeInput, NodeOutput, NodeStatus
 from masorch.agents.review import ReviewAgent
 from masorch.backends.base import Completion, ToolCall, Usage
 from masorch.backends.scripted import ScriptedBackend
-from masorch.errors import BackendError
+from masorch.errors import BackendError, UsageError
 from masorch.plan.catalogue import KindSignature
 from masorch.run.budget import Budget
 from masorch.run.executor import RoleBackends
@@ -192,6 +193,31 @@ async def test_units_and_the_call_budget_give_budget_statuses():
     result, *_ = await go(script, budget=Budget(max_calls=3))
     assert result.status == "budget" and result.trajectory is not None
     assert result.trajectory.calls[0].status == "BUDGET"
+
+
+async def test_a_misspelt_tool_in_tool_costs_is_a_usage_error_naming_the_tool():
+    with pytest.raises(UsageError, match="tool_costs names unknown tools: pyhton") as err:
+        await go([final()], tool_costs={"pyhton": 3.0})
+    assert "did you mean 'python'?" in str(err.value)
+    result, *_ = await go([final()], tool_costs={"sc": 3.0, "python": 1.0})  # built-in, offered or not
+    assert result.status == "ok"
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("max_rounds", 0, "max_rounds must be an integer from 1 to 12"),
+        ("max_rounds", 13, "max_rounds must be an integer from 1 to 12"),
+        ("max_calls_per_round", 5, "max_calls_per_round must be an integer from 1 to 4"),
+        ("max_tokens", 0, "max_tokens must be an integer >= 1"),
+        ("max_units", -1.0, "max_units must be a number >= 0"),
+        ("node_timeout_s", float("nan"), "node_timeout_s must be a number >= 0"),
+        ("tool_costs", {"cot": float("inf")}, "tool costs must be finite"),
+    ],
+)
+def test_rounds_options_refuse_limits_a_system_would_refuse(field, value, message):
+    with pytest.raises(UsageError, match=message):
+        RoundsOptions(**{field: value})
 
 
 async def test_the_round_cap_ends_with_a_synthesis_call():

@@ -14,18 +14,22 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import difflib
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from masorch.agents.base import KIND_NEEDS, AgentRegistry, NodeOutput, NodeStatus, Retriever, UpstreamResult
 from masorch.backends.base import Backend, Sampling, ToolCall, ToolSpec
+from masorch.errors import UsageError
 from masorch.plan import Plan
 from masorch.prompts import render
 from masorch.run.budget import Budget
 from masorch.run.executor import Executor, RoleBackends
 from masorch.run.faults import ToolFaults, fault_status
 from masorch.run.round_calls import (
+    DEFAULT_TOOL_COSTS,
     FINAL_TOOL,
     TOOL_TITLES,
     CheckedCall,
@@ -48,6 +52,19 @@ class PoolEntry:
     description: str = ""
 
 
+_LIMITS_HINT = "see masorch.run.System's max_rounds, max_calls_per_round, tool_costs and max_units"
+
+
+def _units(value: object) -> bool:
+    """True for a finite number >= 0 (not a bool)."""
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value >= 0
+    )
+
+
 @dataclass(frozen=True)
 class RoundsOptions(Sampling):
     """Limits of a multi-round run: rounds, calls per round, budget, deadlines, tool costs and units."""
@@ -67,6 +84,27 @@ class RoundsOptions(Sampling):
     #: ``mas:rounds``)
     label: str | None = None
 
+    def __post_init__(self) -> None:
+        """The limits a :class:`~masorch.run.system.System` checks, checked for direct callers too.
+
+        >>> RoundsOptions(max_calls_per_round=0)
+        Traceback (most recent call last):
+        masorch.errors.UsageError: max_calls_per_round must be an integer from 1 to 4, got 0 (hint: ...)
+        """
+        tops = {"max_rounds": 12, "max_calls_per_round": 4, "max_tokens": None}
+        for name, top in tops.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (top and value > top):
+                span = f"from 1 to {top}" if top else ">= 1"
+                raise UsageError(f"{name} must be an integer {span}, got {value!r}", hint=_LIMITS_HINT)
+        for name in ("timeout_s", "node_timeout_s", "max_units"):
+            value = getattr(self, name)
+            if value is not None and not _units(value):
+                raise UsageError(f"{name} must be a number >= 0 or None, got {value!r}", hint=_LIMITS_HINT)
+        bad = {k: v for k, v in self.tool_costs.items() if not _units(v)}
+        if bad:
+            raise UsageError(f"tool costs must be finite numbers of units >= 0, got {bad}", hint=_LIMITS_HINT)
+
     @classmethod
     def of(cls, system: System, faults: ToolFaults | None = None) -> RoundsOptions:
         """The options of a ``mas:rounds`` system (``plan_tokens`` caps each orchestrator turn), with
@@ -85,6 +123,17 @@ class RoundsOptions(Sampling):
             faults=faults,
             label=system.label,
         )
+
+
+def _check_cost_names(costs: Mapping[str, float], offered: Mapping[str, object]) -> None:
+    """A UsageError when ``costs`` prices a tool that is neither offered nor a built-in tool (a typo
+    would otherwise leave the intended tool at its default price, silently)."""
+    known = sorted({*offered, *DEFAULT_TOOL_COSTS})
+    unknown = sorted(set(costs) - set(known))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = (f"did you mean {close[0]!r}? " if close else "") + f"the tools: {', '.join(known)}"
+        raise UsageError(f"tool_costs names unknown tools: {', '.join(unknown)}", hint=hint)
 
 
 class RoundCalls:
@@ -108,6 +157,7 @@ class RoundCalls:
         self.session = session
         self.retriever = retriever
         self.pool = pool or {}
+        _check_cost_names(opts.tool_costs, self.catalogue)
         self.costs = tool_costs(opts.tool_costs)
         self.tools: tuple[ToolSpec, ...] = tool_specs(
             self.catalogue, pool={n: e.description for n, e in self.pool.items()}, costs=self.costs
