@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import socket
 import threading
 import time
@@ -24,6 +26,7 @@ from masorch.errors import UsageError  # noqa: E402
 from masorch.eval.systems import parse_systems  # noqa: E402
 from masorch.run import Environment, EnvSpec  # noqa: E402
 from masorch.serve.app import ServeOptions, make_app  # noqa: E402
+from masorch.serve.http import uvicorn_config  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 QUESTION = "Item 1. What is 2 plus 3?"
@@ -42,21 +45,83 @@ def _app(
     return make_app(systems, env, options)
 
 
-@pytest.fixture()
-def server() -> Iterator[str]:
-    """The app on a free loopback port, in a thread; yields its base URL."""
+@contextlib.contextmanager
+def _served(app: Any, options: ServeOptions) -> Iterator[int]:
+    """``app`` on a free loopback port under the CLI's uvicorn config, in a thread; yields the port."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    srv = uvicorn.Server(uvicorn.Config(_app(token="t0k"), host="127.0.0.1", port=port, log_level="warning"))
+    srv = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, options, log_level="warning"))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
     while not srv.started and time.monotonic() < deadline:
         time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}/v1"
-    srv.should_exit = True
-    thread.join(10)
+    try:
+        yield port
+    finally:
+        srv.should_exit = True
+        thread.join(10)
+
+
+@pytest.fixture()
+def server() -> Iterator[str]:
+    """The app on a free loopback port, in a thread; yields its base URL."""
+    with _served(_app(token="t0k"), ServeOptions(token="t0k")) as port:
+        yield f"http://127.0.0.1:{port}/v1"
+
+
+def _closed_within(sock: socket.socket, seconds: float, trickle: bytes = b"") -> bool:
+    """Whether the server closes ``sock`` within ``seconds`` while the client sends ``trickle`` a
+    byte every 0.1 s (each byte would restart uvicorn's keep-alive timer)."""
+    sock.settimeout(0.1)
+    end = time.monotonic() + seconds
+    for i in itertools.count():
+        if time.monotonic() > end:
+            return False
+        try:
+            if sock.recv(1024) == b"":
+                return True
+        except TimeoutError:
+            pass
+        except ConnectionError:
+            return True
+        if i < len(trickle):
+            try:
+                sock.sendall(trickle[i : i + 1])
+            except ConnectionError:
+                return True
+    return False  # unreachable: the loop ends by returning
+
+
+def test_a_client_that_trickles_or_withholds_its_request_is_cut_off_at_the_read_deadline() -> None:
+    options = ServeOptions(read_timeout_s=0.5)
+    with _served(_app(), options) as port:
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n" + b"X-Slow: " + b"a" * 200
+        with socket.create_connection(("127.0.0.1", port)) as slow:
+            assert _closed_within(slow, 5.0, trickle=head), "a trickled head must not hold the connection"
+        with socket.create_connection(("127.0.0.1", port)) as silent:
+            assert _closed_within(silent, 5.0), "a connection that sends nothing must be closed"
+
+
+def test_the_read_deadline_never_cuts_a_run_longer_than_it_and_rearms_on_keep_alive() -> None:
+    options = ServeOptions(read_timeout_s=0.4)
+    body = b'{"model": "sas:cot", "messages": [{"role": "user", "content": "Item 1. What is 2 plus 3?"}]}'
+    request = (
+        b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+        + body
+    )
+    with _served(_app(delay_s=1.0), options) as port, socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(request)  # the run takes 1 s, past the 0.4 s deadline to send the request
+        sock.settimeout(10)
+        reply = b""
+        while b'"content":"5"' not in reply.replace(b" ", b""):
+            chunk = sock.recv(65536)
+            assert chunk, f"closed before the answer: {reply!r}"
+            reply += chunk
+        assert reply.startswith(b"HTTP/1.1 200")
+        assert _closed_within(sock, 2.0), "an idle kept-alive connection gets the deadline again (not 5 s)"
 
 
 def test_the_openai_client_lists_systems_and_gets_answers_with_summed_usage(server: str) -> None:

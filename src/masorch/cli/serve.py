@@ -56,6 +56,9 @@ def register(app: typer.Typer) -> None:
         timeout: float = typer.Option(
             1800.0, "--timeout", min=1, help="Deadline of one request, its wait included (seconds)."
         ),
+        read_timeout: float = typer.Option(
+            30.0, "--read-timeout", min=0.1, help="Seconds a client has to send a whole request."
+        ),
         cache: Path | None = typer.Option(  # noqa: B008
             None, "--cache", help="Record/replay cache of every call (SQLite)."
         ),
@@ -87,13 +90,10 @@ def register(app: typer.Typer) -> None:
             concurrency=concurrency,
             timeout_s=timeout,
             max_waiting=max_waiting,
+            read_timeout_s=read_timeout,
             hosts=LOOPBACK_HOSTS if _loopback(host) else None,  # on loopback: no DNS-rebinding page gets in
         )
         _serve(specs, host, port, options, cache, max_tokens, threads, slots)
-
-
-#: Seconds a stopping server waits for its requests before it cancels their runs.
-SHUTDOWN_GRACE_S = 10
 
 
 class _Terminated(SystemExit):
@@ -120,21 +120,13 @@ def _serve(
 
     from masorch.run import Environment, EnvSpec
     from masorch.serve.app import make_app
+    from masorch.serve.http import uvicorn_config
 
     env = Environment(
         EnvSpec.default(cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots)
     )
     app = make_app(specs, env, options)
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level="info",
-        lifespan="off",
-        # Connections beyond the admitted requests (and a margin for /v1/models) get uvicorn's 503.
-        limit_concurrency=options.concurrency + options.max_waiting + 16,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
-    )
+    config = uvicorn_config(app, host, port, options)
     server = uvicorn.Server(config)
     typer.echo(f"masorch serve: {', '.join(s.name for s in specs)} on http://{host}:{port}/v1", err=True)
 

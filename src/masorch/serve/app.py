@@ -56,7 +56,8 @@ class ServeOptions:
     ``concurrency`` running and ``max_waiting`` waiting requests, a new one is refused (503) instead
     of queued without end. ``hosts`` (None: any) are the names a request's ``Host`` header may give;
     a server on loopback accepts only loopback names, so a web page rebinding its own name to
-    127.0.0.1 reaches nothing.
+    127.0.0.1 reaches nothing. ``read_timeout_s`` is how long a client has to send a whole request
+    once its connection opens (or its previous response ends): see :mod:`masorch.serve.http`.
     """
 
     token: str | None = None
@@ -64,6 +65,7 @@ class ServeOptions:
     timeout_s: float | None = 1800.0
     hosts: tuple[str, ...] | None = None
     max_waiting: int = 64
+    read_timeout_s: float = 30.0
 
     def __post_init__(self) -> None:
         if self.token is not None and not self.token.strip():
@@ -72,6 +74,8 @@ class ServeOptions:
             raise ValueError("concurrency must be at least 1 and max_waiting at least 0")
         if self.timeout_s is not None and not self.timeout_s > 0:
             raise ValueError("timeout_s must be a positive number of seconds, or None for no deadline")
+        if not self.read_timeout_s > 0:
+            raise ValueError("read_timeout_s must be a positive number of seconds")
 
 
 #: The ``Host`` names of a server bound to a loopback address.
