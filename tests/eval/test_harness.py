@@ -263,6 +263,9 @@ def test_cli_skip_leaves_out_the_first_samples_before_limit(tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     ids = sorted(r["sample_id"] for r in RunLog.read(out)[1])
     assert ids == [f"sum-depth-2-{i}" for i in (2, 3, 4)]
+    # Off a terminal (a log file, nohup), each finished sample is a plain progress line.
+    lines = [line for line in result.output.splitlines() if line.startswith("eval ")]
+    assert [line.split()[1] for line in lines if "/" in line.split()[1]] == ["0/3", "1/3", "2/3", "3/3"]
 
 
 def test_math_and_f1_scorers_of_the_registry_grade_real_datasets_shape(tmp_path: Path) -> None:

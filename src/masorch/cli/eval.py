@@ -16,10 +16,10 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from masorch.agents.signatures import AgentProfileName, agent_profile_name
 from masorch.backends.prices import PricedFactory, price_table
+from masorch.cli._progress import counting_progress
 from masorch.errors import UsageError
 from masorch.eval.datasets.custom import FieldMap
 from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
@@ -257,14 +257,7 @@ def _run_with_progress(
     options: EvalOptions,
     env: EnvSpec,
 ) -> Tally:
-    columns = (
-        TextColumn("[bold]eval"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=False) as progress:
+    with counting_progress("eval", console) as progress:
         task = progress.add_task("", total=None)
 
         def describe(t: Tally) -> str:

@@ -118,19 +118,11 @@ def _show_table(console: Console, rows: list[tuple[str, str, str]], title: str) 
 
 
 def _collect_with_progress(console: Console, cfg: Any, spec: Any) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from masorch.cli._progress import counting_progress
     from masorch.train.collect import collect
 
     counts = {"attempts": 0, "correct": 0, "recovered": 0}
-    with Progress(
-        TextColumn("[bold]collect"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.description}"),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
+    with counting_progress("collect", console) as progress:
         task = progress.add_task("", total=None)
 
         def on_start(total: int, done: int) -> None:
