@@ -74,6 +74,22 @@ def test_config_is_strict_and_closed() -> None:
     assert all(meaning for _, _, meaning in describe_rounds())
 
 
+def test_a_group_can_be_split_into_accumulated_micro_batches(tmp_path) -> None:
+    pytest.importorskip("trl")
+    from masorch.train.rounds_grpo import rounds_grpo_args
+
+    cfg = RoundsTrainConfig(
+        num_generations=4, batch_size=2, gradient_accumulation_steps=2, output_dir=str(tmp_path / "o")
+    )
+    args = rounds_grpo_args(cfg, [1.0] * 4, "fp32")
+    # one group of 4 trajectories sampled per step, trained on as 2 micro-batches of 2
+    assert (args.per_device_train_batch_size, args.gradient_accumulation_steps) == (2, 2)
+    assert (args.generation_batch_size, args.num_generations) == (4, 4)
+    assert args.max_tool_calling_iterations == cfg.max_rounds + 1
+    with pytest.raises(UsageError, match=r"batch_size x gradient_accumulation_steps \(6\)"):
+        RoundsTrainConfig(num_generations=4, batch_size=3, gradient_accumulation_steps=2)
+
+
 def test_cli_lists_the_fields_and_refuses_bad_configs(tmp_path, capsys) -> None:
     from masorch.cli.main import main
 

@@ -121,7 +121,19 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
         default_factory=RoundsRewardConfig, description="weights and thresholds of the reward"
     )
     num_generations: int = Field(default=4, ge=2, description="K: trajectories per prompt (the GRPO group)")
-    batch_size: int = Field(default=4, ge=1, description="trajectories per device step (a multiple of K)")
+    batch_size: int = Field(
+        default=4,
+        ge=1,
+        description="trajectories per device step (times gradient_accumulation_steps: a multiple of K)",
+    )
+    gradient_accumulation_steps: int = Field(
+        default=1,
+        ge=1,
+        description=(
+            "device steps per optimisation step: a step trains on batch_size x this trajectories, sampled "
+            "together, so a group's loss pass can be split to fit memory"
+        ),
+    )
     max_steps: int = Field(default=20, ge=1, description="optimisation steps")
     learning_rate: float = Field(default=1e-5, gt=0, description="learning rate")
     beta: float = Field(default=0.0, ge=0, description="KL coefficient (0: no reference model)")
@@ -140,8 +152,11 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
 
     @model_validator(mode="after")
     def _groups_fit(self) -> RoundsTrainConfig:
-        if self.batch_size % self.num_generations:
-            raise ValueError(f"batch_size {self.batch_size} is not a multiple of num_generations")
+        per_step = self.batch_size * self.gradient_accumulation_steps
+        if per_step % self.num_generations:
+            raise ValueError(
+                f"batch_size x gradient_accumulation_steps ({per_step}) is not a multiple of num_generations"
+            )
         return self
 
     def options(self) -> RoundsOptions:

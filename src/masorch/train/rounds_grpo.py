@@ -260,6 +260,19 @@ def rounds_setting(
     )
 
 
+def rounds_grpo_args(cfg: RoundsTrainConfig, weights: list[float], precision: str) -> Any:
+    """TRL's ``GRPOConfig`` of a rounds config: a tool-calling turn per round plus the turn of
+    ``final_answer``, and ``batch_size x gradient_accumulation_steps`` trajectories sampled together
+    for each optimisation step (TRL's generation batch)."""
+    return grpo_args(
+        cfg,
+        weights,
+        precision,
+        max_tool_calling_iterations=cfg.max_rounds + 1,
+        gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+    )
+
+
 def policy_tokenizer(tokenizer: Any, chat_template: str) -> Any:
     """The tokenizer with the chat template the config asks for (``qwen2_5``: TRL's, which it knows
     how to parse tool calls from)."""
@@ -298,11 +311,10 @@ def train_rounds(
     model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
     tokenizer = policy_tokenizer(tokenizer, cfg.chat_template)
     callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
-    turns = cfg.max_rounds + 1  # a turn per round, plus the turn of final_answer
     trainer = GRPOTrainer(
         model=model,
         reward_funcs=list[Any](rewards.reward_funcs()),
-        args=grpo_args(cfg, rewards.reward_weights(), precision, max_tool_calling_iterations=turns),
+        args=rounds_grpo_args(cfg, rewards.reward_weights(), precision),
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=lora_config(cfg) if cfg.lora else None,
