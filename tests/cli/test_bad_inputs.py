@@ -58,6 +58,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "self_yaml": tmp_path / "self.yaml",
         "mode_systems": tmp_path / "mode_systems.yaml",
         "a_dir_jsonl": tmp_path / "a_dir.jsonl",
+        "costs_systems": tmp_path / "costs.yaml",
     }
     for key in ("binary", "binary_jsonl", "binary_yaml", "binary_parquet"):
         out[key].write_bytes(BINARY)
@@ -73,6 +74,10 @@ def files(tmp_path: Path) -> dict[str, Path]:
     out["self_yaml"].write_text("self: 1\n")
     out["mode_systems"].write_text("systems:\n  - {system: sas:cot, model: nope:x, mode: mas}\n")
     out["a_dir_jsonl"].mkdir()
+    out["costs_systems"].write_text(
+        "defaults: {model: 'vllm:http://127.0.0.1:9/v1#m'}\n"
+        "systems:\n  - {system: mas:rounds, tool_costs: {pyhton: 2}}\n"
+    )
     for key, content in (
         ("garbage_log_dir", b"garbage\nmore garbage\n"),
         ("binary_log_dir", BINARY + b"\n"),
@@ -253,6 +258,21 @@ CASES: list[tuple[str, Case, int, str]] = [
         ],
         2,
         "mode is not a field",
+    ),
+    (
+        "eval run a misspelt tool in tool_costs",
+        lambda f, d: [
+            "eval",
+            "run",
+            "--config",
+            str(f["costs_systems"]),
+            "--data",
+            str(f["one"]),
+            "--out",
+            str(d / "o"),
+        ],
+        2,
+        "tool_costs names unknown tools: pyhton",
     ),
     (
         "eval run --model scripted:",

@@ -203,6 +203,25 @@ async def test_a_misspelt_tool_in_tool_costs_is_a_usage_error_naming_the_tool():
     assert result.status == "ok"
 
 
+async def test_a_priced_custom_kind_that_this_run_cannot_offer_is_no_error():
+    class Lookup(CallAgent):
+        requires = frozenset({"retriever"})
+
+    full = AgentRegistry([CallAgent("cot"), Lookup("lookup")])
+    offered = full.offered(set())  # no retriever here: lookup is withheld, not unknown
+    assert list(offered.catalogue()) == ["cot"] and offered.known_kinds == {"cot", "lookup"}
+    trace = MemoryTrace()
+    result = await run_rounds(
+        "What is X?",
+        orchestrator=ScriptedBackend([final()], name="orch"),
+        backends=RoleBackends(ScriptedBackend(lambda m, c: "sub", name="sub")),
+        agents=offered,
+        options=RoundsOptions(tool_costs={"lookup": 3.0}),
+        trace=trace,
+    )
+    assert result.status == "ok"
+
+
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [

@@ -115,8 +115,10 @@ KIND_NEEDS: Mapping[str, frozenset[str]] = {
 class AgentRegistry:
     """Kind name -> sub-agent. Built per run (no global state); exposes the catalogue."""
 
-    def __init__(self, agents: Sequence[SubAgent] = ()) -> None:
+    def __init__(self, agents: Sequence[SubAgent] = (), *, withheld: Collection[str] = ()) -> None:
         self._agents: dict[str, SubAgent] = {}
+        #: kinds of the registry this one was :meth:`offered` from that it does not offer
+        self.withheld = frozenset(withheld)
         for agent in agents:
             self.register(agent)
 
@@ -159,7 +161,16 @@ class AgentRegistry:
             for kind, a in self._agents.items()
             if set(getattr(a, "requires", ())) | KIND_NEEDS.get(kind, frozenset()) <= have
         ]
-        return self if len(kept) == len(self._agents) else AgentRegistry(kept)
+        if len(kept) == len(self._agents):
+            return self
+        left_out = {kind for kind in self._agents if kind not in {a.signature.kind for a in kept}}
+        return AgentRegistry(kept, withheld=self.withheld | left_out)
+
+    @property
+    def known_kinds(self) -> frozenset[str]:
+        """Every kind this registry offers or was made without (:attr:`withheld`): the names a
+        setting such as a tool's cost may rightly mention."""
+        return frozenset(self._agents) | self.withheld
 
     def __contains__(self, kind: object) -> bool:
         return kind in self._agents

@@ -205,6 +205,12 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             judges = [scorer_judge] if scorer_judge else []
             for spec in dict.fromkeys([*(m for s in specs for m in s.model_strings()), *judges]):
                 check_model_string(spec, buildable=True)
+            from masorch.agents.registry import default_registry
+            from masorch.run.round_calls import check_tool_costs
+
+            kinds = default_registry(profile=agent_profile_name(agent_profile)).catalogue()
+            for s in specs:  # a misspelt tool would fail every sample of the run, one by one
+                check_tool_costs(s.tool_costs, kinds)
         sources = resolve_all(
             [d for item in data for d in item.split(",") if d],
             skip=skip,

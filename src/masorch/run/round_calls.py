@@ -11,9 +11,10 @@ spent), or the run's outcome: ``OK``, ``EXEC_ERR``, ``TIMEOUT``.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -21,6 +22,7 @@ from typing import Any
 from masorch.agents.answer import boxed_answer, extract_answer
 from masorch.agents.base import NodeOutput, NodeStatus
 from masorch.backends.base import ToolCall, ToolSpec
+from masorch.errors import UsageError
 from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
 from masorch.plan.catalogue import Catalogue
 from masorch.plan.parse_json import read_json_calls
@@ -75,6 +77,23 @@ def tool_costs(overrides: Mapping[str, float] | None = None) -> dict[str, float]
     (0.5, 5.0)
     """
     return {**DEFAULT_TOOL_COSTS, **(overrides or {})}
+
+
+def check_tool_costs(costs: Mapping[str, float], kinds: Collection[str]) -> None:
+    """A UsageError when ``costs`` prices a tool that is neither one of ``kinds`` nor a built-in
+    tool: a typo would otherwise leave the intended tool at its default price, silently.
+
+    >>> check_tool_costs({"sc": 3.0}, ["cot"])
+    >>> check_tool_costs({"pyhton": 3.0}, ["cot", "python"])
+    Traceback (most recent call last):
+    masorch.errors.UsageError: tool_costs names unknown tools: pyhton (hint: did you mean 'python'? ...)
+    """
+    known = sorted({*kinds, *DEFAULT_TOOL_COSTS})
+    unknown = sorted(set(costs) - set(known))
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1)
+        hint = (f"did you mean {close[0]!r}? " if close else "") + f"the tools: {', '.join(known)}"
+        raise UsageError(f"tool_costs names unknown tools: {', '.join(unknown)}", hint=hint)
 
 
 def units_of(tool: str, costs: Mapping[str, float]) -> float:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import difflib
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -29,11 +28,11 @@ from masorch.run.budget import Budget
 from masorch.run.executor import Executor, RoleBackends
 from masorch.run.faults import ToolFaults, fault_status
 from masorch.run.round_calls import (
-    DEFAULT_TOOL_COSTS,
     FINAL_TOOL,
     TOOL_TITLES,
     CheckedCall,
     check_calls,
+    check_tool_costs,
     tool_costs,
     tool_specs,
     units_of,
@@ -125,17 +124,6 @@ class RoundsOptions(Sampling):
         )
 
 
-def _check_cost_names(costs: Mapping[str, float], offered: Mapping[str, object]) -> None:
-    """A UsageError when ``costs`` prices a tool that is neither offered nor a built-in tool (a typo
-    would otherwise leave the intended tool at its default price, silently)."""
-    known = sorted({*offered, *DEFAULT_TOOL_COSTS})
-    unknown = sorted(set(costs) - set(known))
-    if unknown:
-        close = difflib.get_close_matches(unknown[0], known, n=1)
-        hint = (f"did you mean {close[0]!r}? " if close else "") + f"the tools: {', '.join(known)}"
-        raise UsageError(f"tool_costs names unknown tools: {', '.join(unknown)}", hint=hint)
-
-
 class RoundCalls:
     """The tool side of one multi-round run: the tools offered, the rounds played, the units spent."""
 
@@ -157,7 +145,7 @@ class RoundCalls:
         self.session = session
         self.retriever = retriever
         self.pool = pool or {}
-        _check_cost_names(opts.tool_costs, self.catalogue)
+        check_tool_costs(opts.tool_costs, agents.known_kinds)
         self.costs = tool_costs(opts.tool_costs)
         self.tools: tuple[ToolSpec, ...] = tool_specs(
             self.catalogue, pool={n: e.description for n, e in self.pool.items()}, costs=self.costs
