@@ -38,7 +38,7 @@ def main() -> None:
             parser.error(f"{item!r}: give NAME=DIR")
         runs[name] = {r["sample_id"]: EvalRecord.from_json(r) for r in RunLog.read(Path(path))[1]}
     print(
-        "| policy | n | accuracy % [95%] | valid-call rate % [95%] | ended on own final_answer "
+        "| policy | n | accuracy % [95%] | valid-call rate % [95%] | own final_answer accepted "
         "| calls that ran, per tool | distinct tools a run | calls a round | collapsed |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
@@ -57,7 +57,7 @@ def row(name: str, recs: list[EvalRecord]) -> str:
     accuracy = bootstrap_mean([float(r.correct) for r in recs]).format()
     good, total = zip(*(r.valid_calls() for r in recs), strict=True) if recs else ((), ())
     valid = bootstrap_ratio(good, total).format()
-    own = sum(r.ended_by == "final_answer" for r in recs)
+    own = sum(r.final_call for r in recs)
     tools: Counter[str] = Counter()
     for r in recs:
         tools.update(r.tools_ran)
@@ -66,7 +66,7 @@ def row(name: str, recs: list[EvalRecord]) -> str:
     rounds = sum(r.rounds or 0 for r in recs)
     per_round = ran / rounds if rounds else 0.0
     top = max(tools.values(), default=0) / ran if ran else 0.0
-    collapsed = "yes" if ran and (top > COLLAPSE_SHARE or distinct < COLLAPSE_DISTINCT) else "no"
+    collapsed = "yes" if recs and (top > COLLAPSE_SHARE or distinct < COLLAPSE_DISTINCT) else "no"
     kinds = ", ".join(f"{k} {n}" for k, n in tools.most_common()) or "-"
     return (
         f"| {name} | {len(recs)} | {accuracy} | {valid} | {own}/{len(recs)} | {kinds} | {distinct:.2f} "

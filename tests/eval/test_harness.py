@@ -16,6 +16,7 @@ from masorch.cli import eval as eval_cli
 from masorch.errors import UsageError
 from masorch.eval.harness import EnvSpec, EvalOptions, evaluate
 from masorch.eval.log import RunLog
+from masorch.eval.record import EvalRecord
 from masorch.eval.sources import DataSource, resolve
 from masorch.eval.systems import parse_systems, systems_from_yaml
 
@@ -64,11 +65,9 @@ def test_rounds_systems_run_and_report_their_rounds(tmp_path: Path) -> None:
             ["cot"],
         )
         assert one["calls"] == 3
-        assert (one["tools_ran"], one["rounds_without_calls"], one["ended_by"]) == (
-            {"cot": 1},
-            0,
-            "final_answer",
-        )
+        assert (one["tools_ran"], one["rounds_without_calls"], one["undelivered_calls"]) == ({"cot": 1}, 0, 0)
+        assert (one["ended_by"], one["final_call"]) == ("final_answer", True)
+        assert EvalRecord.from_json(one).valid_calls() == (2, 2)  # the cot call and the final_answer
     assert all(r["rounds"] is None for r in records if r["system"] == "sas:cot")
     assert all(r["tools_ran"] == {} and r["ended_by"] == "" for r in records if r["system"] == "sas:cot")
     from masorch.eval.report import write_report

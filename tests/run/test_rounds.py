@@ -258,6 +258,7 @@ async def test_the_orchestrator_can_ask_for_the_synthesis_before_the_cap():
     messages, config = synth.calls[0]
     assert config.tools == () and "asks for the final answer to be written now" in messages[-1].content
     assert result.trajectory is not None and result.trajectory.ended_by == "synthesis"
+    assert result.trajectory.final_call  # asked for: the orchestrator's own accepted final_answer
     # The final_answer call is answered by a tool message, as chat APIs require of every call.
     asked = messages[-3]
     assert asked.tool_calls[0].name == "final_answer"
@@ -277,6 +278,20 @@ async def test_calls_read_from_text_are_kept_once_and_unreadable_ones_are_named(
     assert turn.content == "Two checks." and [c.name for c in turn.tool_calls] == ["cot"]
     assert "could not be read and did not run" in messages[-1].content
     assert result.answer == "42"
+    # The unreadable call is counted (it never reached a tool), and so is the accepted final_answer.
+    traj = result.trajectory
+    assert traj is not None and [r.unreadable for r in traj.rounds] == [1]
+    assert (traj.undelivered_calls, traj.rounds_without_calls, traj.final_call) == (1, 0, True)
+
+
+async def test_a_turn_without_a_readable_call_and_a_malformed_call_are_undelivered():
+    prose = Completion(text="Let me think about it.", usage=Usage(10, 5, 1))
+    malformed = Completion(text='[{"name": "cot", "arguments": ["a"]}]', usage=Usage(10, 5, 1))
+    synth = ScriptedBackend([r"\boxed{7}"], name="synth")
+    result, *_ = await go([prose, malformed], max_rounds=2, synthesis=synth)
+    traj = result.trajectory
+    assert traj is not None and traj.ended_by == "synthesis" and not traj.final_call  # the round cap
+    assert [r.unreadable for r in traj.rounds] == [0, 1] and traj.undelivered_calls == 2
 
 
 async def test_calls_refused_by_the_budget_cost_no_units():

@@ -1,9 +1,8 @@
-"""Progress of the long commands (eval runs, trajectory collection, MASBench generation), on a
-terminal and in a log.
+"""Progress of the long commands (eval runs, trajectory collection), on a terminal and in a log.
 
-On a terminal :func:`counting_progress` is rich's live bar. Where the console is not a terminal (a
-run under ``nohup`` or in CI, its output sent to a file), rich draws nothing until the bar stops,
-so a run of hours would leave an empty log; there each step prints one plain line instead.
+On a terminal :func:`counting_progress` is rich's live bar. Where the console is not an interactive
+terminal (a run under ``nohup`` or in CI, its output sent to a file), rich draws nothing until the
+bar stops, so a run of hours would leave an empty log; there each step prints one plain line.
 """
 
 from __future__ import annotations
@@ -15,8 +14,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 
 class CountingProgress(Progress):
-    """A rich Progress of counted steps that, off a terminal, prints a line each time a task's count,
-    total or description changes (once its total is known): ``LABEL DONE/TOTAL DESCRIPTION (H:MM:SS)``."""
+    """A rich Progress of counted steps that, off an interactive terminal, prints a line each time a
+    task's count, total or description changes (once its total is known):
+    ``LABEL DONE/TOTAL DESCRIPTION (H:MM:SS)``."""
 
     def __init__(self, label: str, console: Console, **kwargs: Any) -> None:
         self.label = label
@@ -31,18 +31,20 @@ class CountingProgress(Progress):
 
     def update(self, task_id: TaskID, **kwargs: Any) -> None:
         """rich's update; off a terminal, a line when the count, the total or the description moved."""
-        before = self._counts(task_id)
-        super().update(task_id, **kwargs)
-        after = self._counts(task_id)
-        if not self.console.is_terminal and after != before and after[1] is not None:
-            task = self._tasks[task_id]
-            elapsed = int(task.elapsed or 0)
-            clock = f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}"
-            self.console.print(
-                f"{self.label} {int(after[0])}/{int(after[1])} {task.description} ({clock})",
-                highlight=False,
-                markup=False,
-            )
+        with self._lock:  # rich's own (re-entrant) lock: a count and its line belong together
+            before = self._counts(task_id)
+            super().update(task_id, **kwargs)
+            after = self._counts(task_id)
+            if self.console.is_interactive or after == before or after[1] is None:
+                return
+            elapsed = int(self._tasks[task_id].elapsed or 0)
+        clock = f"{elapsed // 3600}:{elapsed // 60 % 60:02d}:{elapsed % 60:02d}"
+        # Printed outside the lock: the display's refresh takes its own lock, then this one.
+        self.console.print(
+            f"{self.label} {int(after[0])}/{int(after[1])} {after[2]} ({clock})",
+            highlight=False,
+            markup=False,
+        )
 
     def advance(self, task_id: TaskID, advance: float = 1) -> None:
         """rich's advance, through :meth:`update` (so that it prints off a terminal too)."""

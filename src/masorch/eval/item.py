@@ -135,7 +135,9 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         tool_statuses=trajectory.statuses() if trajectory is not None else {},
         tools_ran=trajectory.tools_ran() if trajectory is not None else {},
         rounds_without_calls=trajectory.rounds_without_calls if trajectory is not None else None,
+        undelivered_calls=trajectory.undelivered_calls if trajectory is not None else None,
         ended_by=trajectory.ended_by if trajectory is not None else "",
+        final_call=trajectory.final_call if trajectory is not None else False,
         truncated_calls=sum(isinstance(e, LlmCall) and e.finish == "length" for e in events),
         worker=f"{socket.gethostname()}:{os.getpid()}",
     )

@@ -25,8 +25,10 @@ class EvalRecord:
     ``failed`` when the harness could not run or grade it; ``correct``/``score``/``details`` are the
     scorer's verdict (False/0.0/{} without one). ``axis``/``value`` are MASBench's (None elsewhere).
     ``rounds``, ``units``, ``tool_statuses`` (calls per status), ``tools_ran`` (calls per sub-agent
-    tool that ran), ``rounds_without_calls`` (turns with no readable call) and ``ended_by`` describe a
-    multi-round run (None / 0.0 / {} / {} / None / "" for the other systems, and in older logs).
+    tool that ran), ``rounds_without_calls`` (turns with no readable call), ``undelivered_calls``
+    (:attr:`masorch.run.trajectory.Trajectory.undelivered_calls`), ``ended_by`` and ``final_call``
+    (the orchestrator's own ``final_answer`` was accepted) describe a multi-round run (None / 0.0 /
+    {} / {} / None / None / "" / False for the other systems, and in older logs).
 
     >>> r = EvalRecord(key="s|d|1", system="s", dataset="d", sample_id="1", status="ok", gold="4")
     >>> EvalRecord.from_json({**r.to_json(), "type": "sample"}) == r
@@ -60,7 +62,9 @@ class EvalRecord:
     tool_statuses: Mapping[str, int] = field(default_factory=dict)
     tools_ran: Mapping[str, int] = field(default_factory=dict)
     rounds_without_calls: int | None = None
+    undelivered_calls: int | None = None
     ended_by: str = ""
+    final_call: bool = False
     #: LLM calls of the run whose reply stopped at its token cap (None: a record from before the count)
     truncated_calls: int | None = None
     worker: str = ""
@@ -78,23 +82,23 @@ class EvalRecord:
     def valid_calls(self) -> tuple[int, int]:
         """A rounds run's well-formed orchestrator calls and all its calls: ``(good, total)``.
 
-        Every call counts (its status is in ``tool_statuses``) and is good unless ``FORMAT_ERR`` or
-        ``REJECTED``; a turn with no readable call counts as one bad call (as the protocol reward
-        counts an undelivered one); the ``final_answer`` call that ended the run counts as one good
-        call. ``(0, 0)`` for a record that is not a rounds run.
+        Every call with an outcome counts (its status is in ``tool_statuses``) and is good unless
+        ``FORMAT_ERR`` or ``REJECTED``; each undelivered call (unreadable, or a turn with no readable
+        call) counts as one bad call, as the protocol reward counts them; the orchestrator's own
+        accepted ``final_answer`` (``final_call``) counts as one good call. ``(0, 0)`` for a record
+        that is not a rounds run.
 
         >>> r = EvalRecord(key="k", rounds=2, tool_statuses={"OK": 3, "FORMAT_ERR": 1},
-        ...                rounds_without_calls=1, ended_by="final_answer")
+        ...                undelivered_calls=1, final_call=True)
         >>> r.valid_calls()
         (4, 6)
         """
         if self.rounds is None:
             return 0, 0
         bad = self.tool_statuses.get("FORMAT_ERR", 0) + self.tool_statuses.get("REJECTED", 0)
-        empty = self.rounds_without_calls or 0
-        final = int(self.ended_by == "final_answer")
-        total = sum(self.tool_statuses.values()) + empty + final
-        return total - bad - empty, total
+        undelivered = self.undelivered_calls or 0
+        total = sum(self.tool_statuses.values()) + undelivered + int(self.final_call)
+        return total - bad - undelivered, total
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> EvalRecord:

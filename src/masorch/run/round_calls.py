@@ -22,6 +22,7 @@ from typing import Any
 from masorch.agents.answer import boxed_answer, extract_answer
 from masorch.agents.base import NodeOutput, NodeStatus
 from masorch.backends.base import ToolCall, ToolSpec
+from masorch.backends.chat import hermes_block_count
 from masorch.errors import UsageError
 from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
 from masorch.plan.catalogue import Catalogue
@@ -289,6 +290,19 @@ def calls_in_text(text: str) -> tuple[tuple[ToolCall, ...], str]:
     calls = tuple(ToolCall(c.name, json.dumps(c.kwargs), id="") for c in raw if not c.args)
     problems = [f"{d.message} (hint: {d.hint})" for d in diagnostics if d.is_error]
     return calls, "; ".join(problems)
+
+
+def unreadable_calls(text: str, read: int, problem: str) -> int:
+    """How many calls a turn wrote as ``text`` that could not be read, ``read`` of them having been:
+    the ``<tool_call>`` blocks beyond those read, and at least one when reading reported a ``problem``.
+
+    >>> two = '<tool_call>{"name": "cot", "arguments": {}}</tool_call><tool_call>{bad</tool_call>'
+    >>> unreadable_calls(two, 1, "")
+    1
+    >>> unreadable_calls("I will think first.", 0, ""), unreadable_calls("[{oops", 0, "not JSON")
+    (0, 1)
+    """
+    return max(hermes_block_count(text) - read, 1 if problem else 0)
 
 
 #: Where calls written as text begin: a Hermes tag, a code fence, or a JSON call object or list.

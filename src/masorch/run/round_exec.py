@@ -222,12 +222,15 @@ class RoundCalls:
                 if isinstance(job, asyncio.Future) and not job.done():
                     job.cancel()
 
-    def record(self, round_no: int, outcomes: Sequence[CallOutcome], wall_s: float) -> None:
-        """Keep a finished round and send a ``tool_result`` event for each of its calls."""
+    def record(
+        self, round_no: int, outcomes: Sequence[CallOutcome], wall_s: float, unreadable: int = 0
+    ) -> None:
+        """Keep a finished round (``unreadable``: calls its turn wrote that could not be read) and
+        send a ``tool_result`` event for each of its calls."""
         for outcome in outcomes:
             fields = outcome.to_dict()
             self.session.emit(ToolResult, **{k: fields[k] for k in ToolResult.model_fields if k in fields})
-        self.rounds.append(RoundRecord(round_no, tuple(outcomes), wall_s))
+        self.rounds.append(RoundRecord(round_no, tuple(outcomes), wall_s, unreadable))
 
     def _reserve(self, call: CheckedCall) -> CallOutcome | None:
         """Spend the call's units, or the BUDGET outcome when the run's units or calls are spent."""

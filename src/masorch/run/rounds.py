@@ -34,6 +34,7 @@ from masorch.run.round_calls import (
     final_answer,
     synthesis_answer,
     text_before_calls,
+    unreadable_calls,
     wants_synthesis,
 )
 from masorch.run.round_exec import PoolEntry, RoundCalls, RoundsOptions, bad_final
@@ -100,6 +101,7 @@ class _Rounds:
         self.calls = RoundCalls(question, backends, agents, opts, session, retriever, pool)
         self.tools = self.calls.tools
         self.grammar = turn_grammar(self.calls, opts) if opts.constrain else None
+        self.final_call = False  # set when the orchestrator's own final_answer call is accepted
         system = Message("system", self.calls.system_prompt())
         self.messages: list[Message] = [system, Message("user", question)]
 
@@ -109,9 +111,10 @@ class _Rounds:
             reply = await self._ask(self.orchestrator, self.tools, node=None, grammar=self.grammar)
             if isinstance(reply, RunResult):
                 return reply
-            calls, problem, text = reply.tool_calls, "", reply.text
+            calls, problem, text, unreadable = reply.tool_calls, "", reply.text, 0
             if not calls and text.strip():
                 calls, problem = calls_in_text(text)
+                unreadable = unreadable_calls(text, len(calls), problem)
                 if calls:  # the calls are kept as calls, not also as text (the template writes them)
                     text = text_before_calls(text)
             calls = call_ids(calls, round_no)
@@ -119,8 +122,10 @@ class _Rounds:
             if len(calls) == 1 and calls[0].name == FINAL_TOOL:
                 answer = final_answer(calls[0])
                 if answer is not None:
+                    self.final_call = True
                     return self._end("ok", "final_answer", answer=answer)
                 if wants_synthesis(calls[0]):
+                    self.final_call = True
                     # Every tool call is answered by a tool message (chat APIs refuse one that is not).
                     self.messages.append(Message("tool", SYNTHESIS_ACK, tool_call_id=calls[0].id))
                     return await self._synthesize(requested=True)
@@ -131,7 +136,7 @@ class _Rounds:
                 outcomes = []
             for outcome in outcomes:
                 self.messages.append(Message("tool", outcome.message_text(), tool_call_id=outcome.call_id))
-            self.calls.record(round_no, outcomes, time.perf_counter() - t0)
+            self.calls.record(round_no, outcomes, time.perf_counter() - t0, unreadable)
             spent = self.session.ledger.exhausted()
             if spent is not None:
                 return self._end("budget", "budget", error=spent)
@@ -167,6 +172,7 @@ class _Rounds:
             rounds=tuple(self.calls.rounds),
             answer=answer if status == "ok" else "",
             ended_by=ended_by,
+            final_call=self.final_call,
         )
         ran = [c for c in trajectory.calls if c.output is not None]
         return RunResult(

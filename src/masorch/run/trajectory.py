@@ -90,12 +90,14 @@ class CallOutcome:
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """One round: its number, the outcome of each call in call order, and its wall time (the
-    orchestrator's turn and the calls together)."""
+    """One round: its number, the outcome of each call in call order, its wall time (the
+    orchestrator's turn and the calls together), and how many calls its turn wrote that could not be
+    read (``unreadable``: they have no outcome)."""
 
     number: int
     calls: tuple[CallOutcome, ...] = ()
     wall_s: float = 0.0
+    unreadable: int = 0
 
 
 @dataclass(frozen=True)
@@ -109,6 +111,9 @@ class Trajectory:
     rounds: tuple[RoundRecord, ...] = ()
     answer: str = ""
     ended_by: EndedBy = "error"
+    #: the orchestrator's own ``final_answer`` call was accepted: an answer, or a request for the
+    #: synthesis (``ended_by`` is then ``synthesis``, as at the round cap, where this is False)
+    final_call: bool = False
 
     @property
     def calls(self) -> tuple[CallOutcome, ...]:
@@ -145,6 +150,19 @@ class Trajectory:
     def rounds_without_calls(self) -> int:
         """Rounds in which the orchestrator's turn held no call that could be read."""
         return sum(1 for r in self.rounds if not r.calls)
+
+    @property
+    def undelivered_calls(self) -> int:
+        """Calls the orchestrator meant but that never reached a tool: each call it wrote that could
+        not be read, and one for each round whose turn held no readable call (as the protocol reward
+        counts a turn without a call).
+
+        >>> ok = CallOutcome(round=1, call_id="a", node="r1c1", tool="cot", status="OK")
+        >>> rounds = (RoundRecord(1, (ok,), unreadable=1), RoundRecord(2))
+        >>> Trajectory("q", (), rounds=rounds).undelivered_calls
+        2
+        """
+        return sum(max(r.unreadable, 0 if r.calls else 1) for r in self.rounds)
 
     def to_chat(self) -> dict[str, Any]:
         """The trajectory as one chat-format record: ``messages`` (OpenAI format: the assistant's

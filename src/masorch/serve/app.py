@@ -28,7 +28,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -207,10 +207,13 @@ async def _read_json(request: Request) -> Mapping[str, Any]:
     if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
         raise _BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
     raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > MAX_BODY_BYTES:
-            raise _BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
+    try:
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > MAX_BODY_BYTES:
+                raise _BadRequest(413, f"request body over {MAX_BODY_BYTES} bytes")
+    except ClientDisconnect:  # gone (or cut off at the read deadline) before its body arrived
+        raise _BadRequest(400, "the connection closed before the request body arrived") from None
     try:
         body = json.loads(raw)
     except (ValueError, UnicodeDecodeError, RecursionError):
