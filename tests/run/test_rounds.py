@@ -284,6 +284,17 @@ async def test_calls_read_from_text_are_kept_once_and_unreadable_ones_are_named(
     assert (traj.undelivered_calls, traj.rounds_without_calls, traj.final_call) == (1, 0, True)
 
 
+async def test_a_broken_call_beside_the_final_answer_is_undelivered_too():
+    text = (
+        '<tool_call>{"name": "final_answer", "arguments": {"answer": "9"}}</tool_call>\n'
+        '<tool_call>{"name": "cot", "arguments": </tool_call>'
+    )
+    result, *_ = await go([Completion(text=text, usage=Usage(10, 5, 1))])
+    traj = result.trajectory
+    assert (result.answer, traj.final_call) == ("9", True)
+    assert (traj.final_unreadable, traj.undelivered_calls) == (1, 1)
+
+
 async def test_a_turn_without_a_readable_call_and_a_malformed_call_are_undelivered():
     prose = Completion(text="Let me think about it.", usage=Usage(10, 5, 1))
     malformed = Completion(text='[{"name": "cot", "arguments": ["a"]}]', usage=Usage(10, 5, 1))

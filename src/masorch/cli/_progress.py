@@ -31,7 +31,7 @@ class CountingProgress(Progress):
 
     def update(self, task_id: TaskID, **kwargs: Any) -> None:
         """rich's update; off a terminal, a line when the count, the total or the description moved."""
-        with self._lock:  # rich's own (re-entrant) lock: a count and its line belong together
+        with self._lock:  # rich's own (re-entrant) lock: the count read before and after is one update's
             before = self._counts(task_id)
             super().update(task_id, **kwargs)
             after = self._counts(task_id)

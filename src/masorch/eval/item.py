@@ -137,7 +137,7 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
         rounds_without_calls=trajectory.rounds_without_calls if trajectory is not None else None,
         undelivered_calls=trajectory.undelivered_calls if trajectory is not None else None,
         ended_by=trajectory.ended_by if trajectory is not None else "",
-        final_call=trajectory.final_call if trajectory is not None else False,
+        final_call=trajectory.final_call if trajectory is not None else None,
         truncated_calls=sum(isinstance(e, LlmCall) and e.finish == "length" for e in events),
         worker=f"{socket.gethostname()}:{os.getpid()}",
     )

@@ -28,7 +28,7 @@ class EvalRecord:
     tool that ran), ``rounds_without_calls`` (turns with no readable call), ``undelivered_calls``
     (:attr:`masorch.run.trajectory.Trajectory.undelivered_calls`), ``ended_by`` and ``final_call``
     (the orchestrator's own ``final_answer`` was accepted) describe a multi-round run (None / 0.0 /
-    {} / {} / None / None / "" / False for the other systems, and in older logs).
+    {} / {} / None / None / "" / None for the other systems, and in older logs).
 
     >>> r = EvalRecord(key="s|d|1", system="s", dataset="d", sample_id="1", status="ok", gold="4")
     >>> EvalRecord.from_json({**r.to_json(), "type": "sample"}) == r
@@ -64,7 +64,7 @@ class EvalRecord:
     rounds_without_calls: int | None = None
     undelivered_calls: int | None = None
     ended_by: str = ""
-    final_call: bool = False
+    final_call: bool | None = None
     #: LLM calls of the run whose reply stopped at its token cap (None: a record from before the count)
     truncated_calls: int | None = None
     worker: str = ""
@@ -84,7 +84,7 @@ class EvalRecord:
 
         Every call with an outcome counts (its status is in ``tool_statuses``) and is good unless
         ``FORMAT_ERR`` or ``REJECTED``; each undelivered call (unreadable, or a turn with no readable
-        call) counts as one bad call, as the protocol reward counts them; the orchestrator's own
+        call) counts as one bad call, as training's protocol reward counts them; the orchestrator's own
         accepted ``final_answer`` (``final_call``) counts as one good call. ``(0, 0)`` for a record
         that is not a rounds run.
 
@@ -92,12 +92,19 @@ class EvalRecord:
         ...                undelivered_calls=1, final_call=True)
         >>> r.valid_calls()
         (4, 6)
+        >>> EvalRecord(key="old", rounds=1, tool_statuses={"OK": 1}, rounds_without_calls=1,
+        ...            ended_by="final_answer").valid_calls()  # a log from before the two counts
+        (2, 3)
         """
         if self.rounds is None:
             return 0, 0
         bad = self.tool_statuses.get("FORMAT_ERR", 0) + self.tool_statuses.get("REJECTED", 0)
-        undelivered = self.undelivered_calls or 0
-        total = sum(self.tool_statuses.values()) + undelivered + int(self.final_call)
+        # A log from before the two counts: its turns without a readable call, its final_answer end.
+        undelivered = (
+            self.rounds_without_calls or 0 if self.undelivered_calls is None else self.undelivered_calls
+        )
+        final = self.ended_by == "final_answer" if self.final_call is None else self.final_call
+        total = sum(self.tool_statuses.values()) + undelivered + int(final)
         return total - bad - undelivered, total
 
     @classmethod

@@ -294,15 +294,18 @@ def calls_in_text(text: str) -> tuple[tuple[ToolCall, ...], str]:
 
 def unreadable_calls(text: str, read: int, problem: str) -> int:
     """How many calls a turn wrote as ``text`` that could not be read, ``read`` of them having been:
-    the ``<tool_call>`` blocks beyond those read, and at least one when reading reported a ``problem``.
+    the ``<tool_call>`` blocks beyond those read, and at least one when nothing was read and reading
+    reported a ``problem`` (beside calls that were read, a problem may be prose such as ``\\[x^2\\]``).
 
     >>> two = '<tool_call>{"name": "cot", "arguments": {}}</tool_call><tool_call>{bad</tool_call>'
     >>> unreadable_calls(two, 1, "")
     1
     >>> unreadable_calls("I will think first.", 0, ""), unreadable_calls("[{oops", 0, "not JSON")
     (0, 1)
+    >>> unreadable_calls(two.split("<tool_call>{bad")[0] + " so [0, 1) holds", 1, "not JSON")
+    0
     """
-    return max(hermes_block_count(text) - read, 1 if problem else 0)
+    return max(hermes_block_count(text) - read, 1 if problem and not read else 0)
 
 
 #: Where calls written as text begin: a Hermes tag, a code fence, or a JSON call object or list.

@@ -102,6 +102,7 @@ class _Rounds:
         self.tools = self.calls.tools
         self.grammar = turn_grammar(self.calls, opts) if opts.constrain else None
         self.final_call = False  # set when the orchestrator's own final_answer call is accepted
+        self.final_unreadable = 0  # calls beside that final_answer that could not be read
         system = Message("system", self.calls.system_prompt())
         self.messages: list[Message] = [system, Message("user", question)]
 
@@ -121,6 +122,7 @@ class _Rounds:
             self.messages.append(Message("assistant", text, tool_calls=calls))
             if len(calls) == 1 and calls[0].name == FINAL_TOOL:
                 answer = final_answer(calls[0])
+                self.final_unreadable = unreadable
                 if answer is not None:
                     self.final_call = True
                     return self._end("ok", "final_answer", answer=answer)
@@ -173,6 +175,7 @@ class _Rounds:
             answer=answer if status == "ok" else "",
             ended_by=ended_by,
             final_call=self.final_call,
+            final_unreadable=self.final_unreadable,
         )
         ran = [c for c in trajectory.calls if c.output is not None]
         return RunResult(

@@ -114,6 +114,8 @@ class Trajectory:
     #: the orchestrator's own ``final_answer`` call was accepted: an answer, or a request for the
     #: synthesis (``ended_by`` is then ``synthesis``, as at the round cap, where this is False)
     final_call: bool = False
+    #: calls the turn that ended the run (its ``final_answer``) wrote beside it that could not be read
+    final_unreadable: int = 0
 
     @property
     def calls(self) -> tuple[CallOutcome, ...]:
@@ -153,16 +155,16 @@ class Trajectory:
 
     @property
     def undelivered_calls(self) -> int:
-        """Calls the orchestrator meant but that never reached a tool: each call it wrote that could
-        not be read, and one for each round whose turn held no readable call (as the protocol reward
-        counts a turn without a call).
+        """Calls the orchestrator meant but that never reached a tool: in each round, the calls its
+        turn wrote that could not be read, or one if its turn held no readable call and none that
+        could not be read (a prose turn); plus those beside the ``final_answer`` that ended the run.
 
         >>> ok = CallOutcome(round=1, call_id="a", node="r1c1", tool="cot", status="OK")
         >>> rounds = (RoundRecord(1, (ok,), unreadable=1), RoundRecord(2))
         >>> Trajectory("q", (), rounds=rounds).undelivered_calls
         2
         """
-        return sum(max(r.unreadable, 0 if r.calls else 1) for r in self.rounds)
+        return sum(max(r.unreadable, 0 if r.calls else 1) for r in self.rounds) + self.final_unreadable
 
     def to_chat(self) -> dict[str, Any]:
         """The trajectory as one chat-format record: ``messages`` (OpenAI format: the assistant's

@@ -150,7 +150,10 @@ def attempt_stats(
         "failures": failures,
         "injected": sum(1 for c in calls if c.injected),
         "recovered": recovered({"correct": correct, "statuses": traj.statuses()}),
-        "protocol_errors": protocol_errors({"statuses": traj.statuses()}),
+        "undelivered": traj.undelivered_calls,
+        "protocol_errors": protocol_errors(
+            {"statuses": traj.statuses(), "undelivered": traj.undelivered_calls}
+        ),
         "tokens": {
             "prompt": usage.prompt_tokens,
             "completion": usage.completion_tokens,

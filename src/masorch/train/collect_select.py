@@ -41,13 +41,34 @@ FAILURE_STATUSES = ("EXEC_ERR", "TIMEOUT")
 
 
 def protocol_errors(a: Attempt) -> int:
-    """The attempt's calls that broke the protocol (``FORMAT_ERR``, ``REJECTED``).
+    """The attempt's calls that broke the protocol: ``FORMAT_ERR`` and ``REJECTED`` ones, and the
+    undelivered ones (:func:`undelivered`).
 
-    >>> protocol_errors({"statuses": {"OK": 2, "REJECTED": 1}})
-    1
+    >>> protocol_errors({"statuses": {"OK": 2, "REJECTED": 1}, "undelivered": 1})
+    2
     """
     statuses = a.get("statuses") or {}
-    return sum(int(statuses.get(s, 0)) for s in PROTOCOL_STATUSES)
+    return sum(int(statuses.get(s, 0)) for s in PROTOCOL_STATUSES) + undelivered(a)
+
+
+def undelivered(a: Attempt) -> int:
+    """Calls the teacher wrote that never reached a tool (``undelivered``, as the trajectory counts
+    them); for an attempt logged before that count, its turns without a call, read from its chat
+    (the synthesis answer, a turn without tools, aside).
+
+    >>> chat = {"messages": [{"role": "assistant", "content": "hm"},
+    ...                      {"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]},
+    ...                      {"role": "assistant", "content": "42"}], "meta": {"ended_by": "synthesis"}}
+    >>> undelivered({"chat": chat}), undelivered({"undelivered": 0, "chat": chat})
+    (1, 0)
+    """
+    if "undelivered" in a:
+        return int(a["undelivered"])
+    chat = a.get("chat") or {}
+    turns = [m for m in chat.get("messages") or () if m.get("role") == "assistant"]
+    if (chat.get("meta") or {}).get("ended_by") == "synthesis":
+        turns = turns[:-1]
+    return sum(1 for m in turns if not m.get("tool_calls"))
 
 
 def recovered(a: Attempt) -> bool:
