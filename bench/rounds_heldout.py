@@ -57,7 +57,7 @@ def row(name: str, recs: list[EvalRecord]) -> str:
     accuracy = bootstrap_mean([float(r.correct) for r in recs]).format()
     good, total = zip(*(r.valid_calls() for r in recs), strict=True) if recs else ((), ())
     valid = bootstrap_ratio(good, total).format()
-    own = sum(r.final_call for r in recs)
+    own = sum(r.own_final_answer for r in recs)
     tools: Counter[str] = Counter()
     for r in recs:
         tools.update(r.tools_ran)

@@ -79,6 +79,16 @@ class EvalRecord:
         out["tools_ran"] = dict(self.tools_ran)
         return out
 
+    @property
+    def own_final_answer(self) -> bool:
+        """Whether the orchestrator's own ``final_answer`` call was accepted (``final_call``; in a log
+        from before that field, whether the run ended on it).
+
+        >>> EvalRecord(key="k", ended_by="final_answer").own_final_answer
+        True
+        """
+        return self.ended_by == "final_answer" if self.final_call is None else self.final_call
+
     def valid_calls(self) -> tuple[int, int]:
         """A rounds run's well-formed orchestrator calls and all its calls: ``(good, total)``.
 
@@ -103,8 +113,7 @@ class EvalRecord:
         undelivered = (
             self.rounds_without_calls or 0 if self.undelivered_calls is None else self.undelivered_calls
         )
-        final = self.ended_by == "final_answer" if self.final_call is None else self.final_call
-        total = sum(self.tool_statuses.values()) + undelivered + int(final)
+        total = sum(self.tool_statuses.values()) + undelivered + int(self.own_final_answer)
         return total - bad - undelivered, total
 
     @classmethod
