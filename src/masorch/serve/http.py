@@ -48,6 +48,10 @@ def deadline_protocol(read_timeout_s: float) -> type[asyncio.Protocol]:
             if self.conn.their_state not in receiving:  # the request is in (or the connection is over)
                 self._disarm()
 
+        def handle_websocket_upgrade(self, event: Any) -> None:
+            self._disarm()  # the connection becomes a websocket's, which this deadline is not for
+            super().handle_websocket_upgrade(event)
+
         def on_response_complete(self) -> None:
             super().on_response_complete()
             if not self.transport.is_closing() and self.conn.their_state in receiving:
