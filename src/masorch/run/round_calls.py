@@ -30,8 +30,6 @@ from masorch.plan.parse_json import read_json_calls
 from masorch.run.orchestrate import param_schema
 from masorch.run.trajectory import FINAL_TOOL, CallOutcome, ToolStatus
 
-__all__ = ["FINAL_TOOL"]  # its home is masorch.run.trajectory; callers import it from here too
-
 #: Cost units of one call of each tool (ParaManager-style tool costs): a rough price of what the
 #: tool spends, so that the orchestrator can weigh a cheap reasoner against an ensemble. A kind not
 #: listed costs :data:`DEFAULT_UNITS`. ``System.tool_costs`` overrides entries.
