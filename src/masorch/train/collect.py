@@ -125,6 +125,7 @@ def attempt_stats(
     if traj is None:
         raise ValueError("attempt_stats needs a multi-round run (its result has no trajectory)")
     calls = traj.calls
+    statuses = traj.statuses()
     correct = bool(verdict.correct) if verdict is not None else False
     failures = sum(1 for c in calls if c.status != "OK")
     usage = result.usage
@@ -145,15 +146,13 @@ def attempt_stats(
         "correct": correct,
         "score": float(verdict.value) if verdict is not None else 0.0,
         "rounds": len(traj.rounds),
-        "statuses": traj.statuses(),
+        "statuses": statuses,
         "tools": traj.tools_ran(),
         "failures": failures,
         "injected": sum(1 for c in calls if c.injected),
-        "recovered": recovered({"correct": correct, "statuses": traj.statuses()}),
+        "recovered": recovered({"correct": correct, "statuses": statuses}),
         "undelivered": traj.undelivered_calls,
-        "protocol_errors": protocol_errors(
-            {"statuses": traj.statuses(), "undelivered": traj.undelivered_calls}
-        ),
+        "protocol_errors": protocol_errors({"statuses": statuses, "undelivered": traj.undelivered_calls}),
         "tokens": {
             "prompt": usage.prompt_tokens,
             "completion": usage.completion_tokens,
