@@ -67,11 +67,9 @@ def tiny_policy() -> tuple[Any, Any]:
     return Qwen2ForCausalLM(config), tokenizer
 
 
-@pytest.mark.timeout(600)
-def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monkeypatch) -> None:
+def script_turns(monkeypatch, tokenizer: Any) -> None:
+    """The policy's turns come from TURNS, by how many turns the prompt already holds."""
     import trl
-
-    model, tokenizer = tiny_policy()
 
     def scripted(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         out = []
@@ -80,6 +78,35 @@ def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monke
             out.append(tokenizer.encode(TURNS[min(turn, len(TURNS) - 1)], add_special_tokens=False))
         return out, None
 
+    monkeypatch.setattr(trl.GRPOTrainer, "_generate_single_turn", scripted)
+
+
+def tiny_config(out: Path, **fields: Any) -> RoundsTrainConfig:
+    base: dict[str, Any] = {
+        "train": [SourceConfig(kind="masbench_gen", axis="depth", values="2", count=2)],
+        "num_generations": 2,
+        "batch_size": 2,
+        "max_steps": 2,
+        "max_rounds": 3,
+        "max_completion_length": 4096,
+        "lora": False,
+        "precision": "fp32",
+        "gradient_checkpointing": False,
+        "output_dir": str(out),
+    }
+    return RoundsTrainConfig(**(base | fields))
+
+
+def boxed_one() -> ScriptedBackend:
+    return ScriptedBackend(lambda m, c: "\\boxed{1}")
+
+
+@pytest.mark.timeout(600)
+def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monkeypatch) -> None:
+    import trl
+
+    model, tokenizer = tiny_policy()
+    script_turns(monkeypatch, tokenizer)
     seen: list[dict[str, Any]] = []
     original = trl.GRPOTrainer._compute_loss
 
@@ -87,21 +114,8 @@ def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monke
         seen.append({k: inputs[k].tolist() for k in ("completion_ids", "completion_mask", "tool_mask")})
         return original(self, model, inputs)
 
-    monkeypatch.setattr(trl.GRPOTrainer, "_generate_single_turn", scripted)
     monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", spy)
-    cfg = RoundsTrainConfig(
-        train=[SourceConfig(kind="masbench_gen", axis="depth", values="2", count=2)],
-        num_generations=2,
-        batch_size=2,
-        max_steps=2,
-        max_rounds=3,
-        max_completion_length=4096,
-        lora=False,
-        precision="fp32",
-        gradient_checkpointing=False,
-        output_dir=str(tmp_path / "run"),
-    )
-    report = train_rounds(cfg, subagent=ScriptedBackend(lambda m, c: "\\boxed{1}"), policy=(model, tokenizer))
+    report = train_rounds(tiny_config(tmp_path / "run"), subagent=boxed_one(), policy=(model, tokenizer))
     assert report.steps == 2
     lines = [line for line in report.logs if "loss" in line]
     assert len(lines) == 2
@@ -125,3 +139,42 @@ def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monke
     assert len(records) == 4  # 2 steps x 2 trajectories
     assert all(r["statuses"] == ["OK", "OK"] and r["answer"] == "1" for r in records)
     assert (tmp_path / "run" / "final" / "config.json").is_file()
+
+
+@pytest.mark.timeout(600)
+def test_a_stopped_run_resumes_from_its_checkpoint_and_keeps_one_record_per_trajectory(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A run stopped after step 1 (its checkpoint saved) and killed during step 2 (a line of step 2's
+    trajectories already written) goes on from checkpoint-1: step 2 is trained once, its torn
+    record is dropped, step 1's records are kept. LoRA, as in the registered runs (docs/train.md):
+    the checkpoint holds the adapter, the base is loaded again (seeded here, a file there)."""
+    import torch
+
+    out = tmp_path / "run"
+    torch.manual_seed(0)
+    model, tokenizer = tiny_policy()
+    script_turns(monkeypatch, tokenizer)
+    first = train_rounds(
+        tiny_config(out, max_steps=1, save_steps=1, resume=True, lora=True),
+        subagent=boxed_one(),
+        policy=(model, tokenizer),
+    )
+    assert first.steps == 1 and (out / "checkpoint-1").is_dir()
+    with (out / TRAJECTORIES_FILE).open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps({"step": 1, "id": "killed mid-step"}) + "\n")
+
+    torch.manual_seed(0)
+    model, tokenizer = tiny_policy()
+    script_turns(monkeypatch, tokenizer)
+    second = train_rounds(
+        tiny_config(out, max_steps=2, save_steps=1, resume=True, lora=True),
+        subagent=boxed_one(),
+        policy=(model, tokenizer),
+    )
+    assert second.steps == 2
+    assert [line["step"] for line in second.logs if "loss" in line] == [2]  # only step 2 trained now
+    records = [json.loads(x) for x in (out / TRAJECTORIES_FILE).read_text().splitlines()]
+    assert [r["step"] for r in records] == [0, 0, 1, 1]
+    assert "killed mid-step" not in {r["id"] for r in records}
+    assert (out / "checkpoint-2").is_dir() and (out / "final" / "config.json").is_file()
