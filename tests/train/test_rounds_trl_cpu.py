@@ -16,10 +16,17 @@ import pytest
 
 pytest.importorskip("trl")
 
+from masorch.backends.chat import tools_payload
 from masorch.backends.scripted import ScriptedBackend
 from masorch.train.config import SourceConfig
 from masorch.train.rounds_config import RoundsTrainConfig
-from masorch.train.rounds_grpo import TRAJECTORIES_FILE, policy_tokenizer, train_rounds
+from masorch.train.rounds_grpo import (
+    TRAJECTORIES_FILE,
+    policy_tokenizer,
+    rounds_rows,
+    rounds_setting,
+    train_rounds,
+)
 
 TURNS = [
     '<tool_call>\n{"name": "cot", "arguments": {"task": "Solve the question."}}\n</tool_call>\n'
@@ -67,13 +74,16 @@ def tiny_policy() -> tuple[Any, Any]:
     return Qwen2ForCausalLM(config), tokenizer
 
 
-def script_turns(monkeypatch, tokenizer: Any) -> None:
-    """The policy's turns come from TURNS, by how many turns the prompt already holds."""
+def script_turns(monkeypatch, tokenizer: Any, prompts: list[str] | None = None) -> None:
+    """The policy's turns come from TURNS, by how many turns the prompt already holds; the text of
+    every prompt the policy is given is added to ``prompts``."""
     import trl
 
     def scripted(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         out = []
         for ids in prompt_ids:
+            if prompts is not None:
+                prompts.append(tokenizer.decode(ids))
             turn = tokenizer.decode(ids).count("<|im_start|>assistant") - 1
             out.append(tokenizer.encode(TURNS[min(turn, len(TURNS) - 1)], add_special_tokens=False))
         return out, None
@@ -106,7 +116,8 @@ def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monke
     import trl
 
     model, tokenizer = tiny_policy()
-    script_turns(monkeypatch, tokenizer)
+    prompts: list[str] = []
+    script_turns(monkeypatch, tokenizer, prompts)
     seen: list[dict[str, Any]] = []
     original = trl.GRPOTrainer._compute_loss
 
@@ -115,7 +126,22 @@ def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monke
         return original(self, model, inputs)
 
     monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", spy)
-    report = train_rounds(tiny_config(tmp_path / "run"), subagent=boxed_one(), policy=(model, tokenizer))
+    cfg = tiny_config(tmp_path / "run")
+    report = train_rounds(cfg, subagent=boxed_one(), policy=(model, tokenizer))
+    # The first turn's prompt is the one inference renders: the rounds system prompt and the
+    # question, with the tools block of the schemas collection and evaluation offer (bounds and
+    # defaults included), not those transformers derives from the environment's methods.
+    setting = rounds_setting(cfg, subagent=boxed_one())
+    offered = tools_payload(setting.tool_calls().tools)
+    assert '"minimum": 1.0, "maximum": 16.0' in json.dumps(offered)  # sc's n: the check has teeth
+    inference = {
+        byte_tokenizer().apply_chat_template(
+            row["prompt"], tools=offered, add_generation_prompt=True, tokenize=False
+        )
+        for row in rounds_rows(cfg, setting)
+    }
+    firsts = [p for p in prompts if p.count("<|im_start|>assistant") == 1]
+    assert firsts and set(firsts) <= inference
     assert report.steps == 2
     lines = [line for line in report.logs if "loss" in line]
     assert len(lines) == 2

@@ -6,7 +6,9 @@ tools the policy names in a turn, returns each result as a ``tool`` message and 
 turn, until a turn without a tool call. :func:`environment_class` builds that class from the tools
 the multi-round mode offers (:attr:`masorch.run.round_exec.RoundCalls.tools`: one per sub-agent
 kind plus ``final_answer``, the same names, descriptions and parameters), so the trained policy
-sees at training time the tools it calls at inference.
+sees at training time the tools it calls at inference (TRL renders the methods' schemas through
+the chat template; :func:`masorch.train.rounds_grpo.offered_schemas` makes that tools block the
+inference one, bounds, defaults and order included).
 
 A turn's calls are one round. TRL calls async tools of one turn together (``asyncio.gather`` on
 its event loop), so the first call of a turn waits one loop step for the others to register, then

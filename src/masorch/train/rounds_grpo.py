@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from masorch.agents.base import AgentRegistry
-from masorch.backends.base import Backend
-from masorch.backends.chat import hermes_block_count
+from masorch.backends.base import Backend, ToolSpec
+from masorch.backends.chat import hermes_block_count, tools_payload
 from masorch.run.executor import RoleBackends
 from masorch.score.scorer import Scorer
 from masorch.train.grpo import search_corpus, search_retriever, subagent_backend
@@ -283,6 +283,33 @@ def policy_tokenizer(tokenizer: Any, chat_template: str) -> Any:
     return tokenizer
 
 
+def offered_schemas(tokenizer: Any, specs: Sequence[ToolSpec]) -> Any:
+    """The tokenizer, rendering the environment's tool methods with the exact schemas inference
+    offers (those of ``specs``, as :func:`masorch.backends.chat.tools_payload` writes them).
+
+    TRL hands the chat template the environment's methods in name order, and transformers derives
+    a method's schema from its signature and docstring, which cannot carry a parameter's bounds or
+    default and adds a return type: the policy would be trained on a tools block it never sees in
+    collection or evaluation. Here the tokenizer's ``apply_chat_template`` (this instance's only)
+    puts each offered tool's own schema in place of the method of the same name, in the offered
+    order (any other tool after them, as given); every other argument goes through unchanged."""
+    payload = {t["function"]["name"]: t for t in tools_payload(specs)}
+    order = {name: i for i, name in enumerate(payload)}
+    render = tokenizer.apply_chat_template
+
+    def name_of(tool: Any) -> str:
+        return str(getattr(tool, "__name__", "")) if callable(tool) else ""
+
+    def apply_chat_template(*args: Any, tools: Sequence[Any] | None = None, **kwargs: Any) -> Any:
+        if tools is not None:
+            ranked = sorted(tools, key=lambda t: order.get(name_of(t), len(order)))
+            tools = [payload.get(name_of(t), t) for t in ranked]
+        return render(*args, tools=tools, **kwargs)
+
+    tokenizer.apply_chat_template = apply_chat_template
+    return tokenizer
+
+
 def train_rounds(
     cfg: RoundsTrainConfig,
     *,
@@ -309,7 +336,7 @@ def train_rounds(
     rewards = RoundsRewards(cfg.rewards, out / TRAJECTORIES_FILE)
     precision, weights_dtype = precisions(cfg.precision, cfg.lora)
     model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
-    tokenizer = policy_tokenizer(tokenizer, cfg.chat_template)
+    tokenizer = offered_schemas(policy_tokenizer(tokenizer, cfg.chat_template), setting.tool_calls().tools)
     callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
     trainer = GRPOTrainer(
         model=model,
