@@ -2,7 +2,9 @@
 
     /work/main/.venv/bin/python bench/train_report.py RUN_DIR [--png docs/train/reward_curve.png]
 
-Reads ``RUN_DIR/log.jsonl`` and ``RUN_DIR/report.json`` written by ``masorch train grpo``.
+Reads ``RUN_DIR/log.jsonl`` and ``RUN_DIR/report.json`` written by ``masorch train grpo``, or by
+``masorch train rounds`` (its reward components and trajectory figures per step, and the tools
+its trajectories called per step, from ``RUN_DIR/trajectories.jsonl``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-COLUMNS = (
+PLAN_COLUMNS = (
     ("reward", "reward"),
     ("rewards/correctness/mean", "correct"),
     ("rewards/validity/mean", "valid"),
@@ -21,6 +23,28 @@ COLUMNS = (
     ("plan/calls_per_plan", "calls"),
     ("completions/mean_length", "len"),
     ("step_time", "s/step"),
+)
+ROUNDS_COLUMNS = (
+    ("reward", "reward"),
+    ("rewards/success/mean", "success"),
+    ("rewards/protocol/mean", "protocol"),
+    ("rewards/diversity/mean", "divers"),
+    ("rewards/efficiency/mean", "effic"),
+    ("rounds/rounds", "rounds"),
+    ("rounds/calls", "calls"),
+    ("rounds/bad_call_rate", "bad"),
+    ("step_time", "s/step"),
+)
+#: What the halves compare and the plot draws: (log key, label), per kind of run.
+PLAN_CURVES = (
+    ("reward", "reward"),
+    ("plan/valid_rate", "valid-plan rate"),
+    ("rewards/correctness/mean", "correctness"),
+)
+ROUNDS_CURVES = (
+    ("reward", "reward"),
+    ("rewards/success/mean", "success"),
+    ("rewards/protocol/mean", "protocol"),
 )
 
 
@@ -33,17 +57,19 @@ def main() -> None:
     log = args.run_dir / "log.jsonl"  # absent until the first step: the report then has no steps
     lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()] if log.is_file() else []
     steps = [x for x in lines if "loss" in x]
-    print("step " + " ".join(f"{short:>8}" for _, short in COLUMNS))
+    rounds = (args.run_dir / "trajectories.jsonl").is_file() or any(
+        "rewards/success/mean" in s for s in steps
+    )
+    columns, curves = (ROUNDS_COLUMNS, ROUNDS_CURVES) if rounds else (PLAN_COLUMNS, PLAN_CURVES)
+    print("step " + " ".join(f"{short:>8}" for _, short in columns))
     for s in steps:
-        cells = [f"{s[k]:8.3f}" if isinstance(s.get(k), (int, float)) else f"{'-':>8}" for k, _ in COLUMNS]
+        cells = [f"{s[k]:8.3f}" if isinstance(s.get(k), (int, float)) else f"{'-':>8}" for k, _ in columns]
         print(f"{s['step']:4d} " + " ".join(cells))
+    if rounds:
+        tools_per_step(args.run_dir / "trajectories.jsonl")
     if len(steps) >= 4:
         half = len(steps) // 2
-        for key, label in (
-            ("reward", "reward"),
-            ("plan/valid_rate", "valid-plan rate"),
-            ("rewards/correctness/mean", "correctness"),
-        ):
+        for key, label in curves:
             first = mean([s.get(key) or 0.0 for s in steps[:half]])
             last = mean([s.get(key) or 0.0 for s in steps[-half:]])
             print(f"{label}: first {half} steps {first:.3f}, last {half} steps {last:.3f}")
@@ -66,23 +92,41 @@ def main() -> None:
 
         fig, ax = plt.subplots(figsize=(6, 3.2), dpi=80)
         x = [s["step"] for s in steps]
-        for key, label, colour in (
-            ("reward", "reward (weighted)", "C0"),
-            ("plan/valid_rate", "valid-plan rate", "C1"),
-            ("rewards/correctness/mean", "correctness", "C2"),
-        ):
+        for (key, label), colour in zip(curves, ("C0", "C1", "C2"), strict=True):
             y = [s.get(key) or 0.0 for s in steps]
             ax.plot(x, y, "o", ms=3, alpha=0.35, color=colour)
             ax.plot(
                 x, moving_mean(y, args.window), "-", color=colour, label=f"{label} ({args.window}-step mean)"
             )
         ax.set_xlabel("GRPO step")
-        ax.set_ylabel("mean over the step's plans")
+        ax.set_ylabel("mean over the step's " + ("trajectories" if rounds else "plans"))
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
         fig.tight_layout()
         fig.savefig(args.png)
         print(f"wrote {args.png} ({args.png.stat().st_size} bytes)")
+
+
+def tools_per_step(path: Path) -> None:
+    """Per step of a ``train rounds`` run (numbered as in the table: a record's ``step`` is the
+    number of steps finished when it was sampled): its trajectories' calls that ran, per tool, and
+    the mean number of distinct tools a trajectory ran."""
+    if not path.is_file():
+        return
+    by_step: dict[int, list[dict]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            by_step.setdefault(int(record.get("step", 0)), []).append(record)
+    for step, records in sorted(by_step.items()):
+        tools = Counter(t for r in records for t in r.get("tools") or [])
+        distinct = mean([float(len(set(r.get("tools") or []))) for r in records])
+        right = sum(1 for r in records if (r.get("components") or {}).get("success", 0.0) >= 1.0)
+        ran = dict(tools.most_common())
+        print(
+            f"step {step + 1}: {len(records)} trajectories, {right} right; calls that ran {ran}; "
+            f"{distinct:.2f} distinct tools a trajectory ran"
+        )
 
 
 def before_after(run_dir: Path, suffix: str) -> None:
