@@ -178,26 +178,20 @@ def test_a_stopped_run_resumes_from_its_checkpoint_and_keeps_one_record_per_traj
     import torch
 
     out = tmp_path / "run"
-    torch.manual_seed(0)
-    model, tokenizer = tiny_policy()
-    script_turns(monkeypatch, tokenizer)
-    first = train_rounds(
-        tiny_config(out, max_steps=1, save_steps=1, resume=True, lora=True),
-        subagent=boxed_one(),
-        policy=(model, tokenizer),
-    )
+
+    def sitting(max_steps: int) -> Any:
+        torch.manual_seed(0)  # the same base weights each sitting
+        model, tokenizer = tiny_policy()
+        script_turns(monkeypatch, tokenizer)
+        cfg = tiny_config(out, max_steps=max_steps, save_steps=1, resume=True, lora=True)
+        return train_rounds(cfg, subagent=boxed_one(), policy=(model, tokenizer))
+
+    first = sitting(1)
     assert first.steps == 1 and (out / "checkpoint-1").is_dir()
     with (out / TRAJECTORIES_FILE).open("a", encoding="utf-8") as fh:
         fh.write(json.dumps({"step": 1, "id": "killed mid-step"}) + "\n")
 
-    torch.manual_seed(0)
-    model, tokenizer = tiny_policy()
-    script_turns(monkeypatch, tokenizer)
-    second = train_rounds(
-        tiny_config(out, max_steps=2, save_steps=1, resume=True, lora=True),
-        subagent=boxed_one(),
-        policy=(model, tokenizer),
-    )
+    second = sitting(2)
     assert second.steps == 2
     assert [line["step"] for line in second.logs if "loss" in line] == [2]  # only step 2 trained now
     records = [json.loads(x) for x in (out / TRAJECTORIES_FILE).read_text().splitlines()]
