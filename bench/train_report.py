@@ -124,7 +124,7 @@ def tools_per_step(path: Path) -> None:
         right = sum(1 for r in records if (r.get("components") or {}).get("success", 0.0) >= 1.0)
         ran = dict(tools.most_common())
         print(
-            f"step {step + 1}: {len(records)} trajectories, {right} right; calls that ran {ran}; "
+            f"step {step + 1}: {len(records)} trajectories, {right} with full score; calls that ran {ran}; "
             f"{distinct:.2f} distinct tools a trajectory ran"
         )
 

@@ -133,7 +133,10 @@ def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monke
     # defaults included), not those transformers derives from the environment's methods.
     setting = rounds_setting(cfg, subagent=boxed_one())
     offered = tools_payload(setting.tool_calls().tools)
-    assert '"minimum": 1.0, "maximum": 16.0' in json.dumps(offered)  # sc's n: the check has teeth
+    sc_n = next(t for t in offered if t["function"]["name"] == "sc")["function"]["parameters"]["properties"][
+        "n"
+    ]
+    assert (sc_n["minimum"], sc_n["maximum"], sc_n["default"]) == (1, 16, 5)  # the check has teeth
     inference = {
         byte_tokenizer().apply_chat_template(
             row["prompt"], tools=offered, add_generation_prompt=True, tokenize=False
@@ -174,8 +177,13 @@ def test_a_stopped_run_resumes_from_its_checkpoint_and_keeps_one_record_per_traj
     """A run stopped after step 1 (its checkpoint saved) and killed during step 2 (a line of step 2's
     trajectories already written) goes on from checkpoint-1: step 2 is trained once, its torn
     record is dropped, step 1's records are kept. LoRA, as in the registered runs (docs/train.md):
-    the checkpoint holds the adapter, the base is loaded again (seeded here, a file there)."""
+    the checkpoint holds the adapter, the base is loaded again (seeded here, a file there). Every
+    trajectory gets the same reward, so the loss and its gradient are 0 and no step moves a
+    weight: the final model differs from the base only if the adapter saved at step 1 (set to a
+    known value below) was loaded."""
     import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import AutoModelForCausalLM
 
     out = tmp_path / "run"
 
@@ -190,6 +198,10 @@ def test_a_stopped_run_resumes_from_its_checkpoint_and_keeps_one_record_per_traj
     assert first.steps == 1 and (out / "checkpoint-1").is_dir()
     with (out / TRAJECTORIES_FILE).open("a", encoding="utf-8") as fh:
         fh.write(json.dumps({"step": 1, "id": "killed mid-step"}) + "\n")
+    adapter = out / "checkpoint-1" / "adapter_model.safetensors"
+    weights = load_file(adapter)
+    assert any("lora_B" in k for k in weights)
+    save_file({k: torch.full_like(v, 0.01) if "lora_B" in k else v for k, v in weights.items()}, adapter)
 
     second = sitting(2)
     assert second.steps == 2
@@ -198,3 +210,9 @@ def test_a_stopped_run_resumes_from_its_checkpoint_and_keeps_one_record_per_traj
     assert [r["step"] for r in records] == [0, 0, 1, 1]
     assert "killed mid-step" not in {r["id"] for r in records}
     assert (out / "checkpoint-2").is_dir() and (out / "final" / "config.json").is_file()
+    torch.manual_seed(0)
+    base, _ = tiny_policy()
+    final = AutoModelForCausalLM.from_pretrained(out / "final")
+    q_proj = "model.layers.0.self_attn.q_proj.weight"
+    moved = final.state_dict()[q_proj] - base.state_dict()[q_proj]
+    assert moved.abs().max() > 1e-4  # the loaded adapter, merged; a fresh one (B = 0) adds nothing

@@ -292,7 +292,9 @@ def offered_schemas(tokenizer: Any, specs: Sequence[ToolSpec]) -> Any:
     default and adds a return type: the policy would be trained on a tools block it never sees in
     collection or evaluation. Here the tokenizer's ``apply_chat_template`` (this instance's only)
     puts each offered tool's own schema in place of the method of the same name, in the offered
-    order (any other tool after them, as given); every other argument goes through unchanged."""
+    order (any other tool after them, as given); every other argument goes through unchanged.
+    The wrapper is a closure over this tokenizer: a copy of it would render through this one, and
+    it does not pickle (TRL 1.16 does neither)."""
     payload = {t["function"]["name"]: t for t in tools_payload(specs)}
     order = {name: i for i, name in enumerate(payload)}
     render = tokenizer.apply_chat_template
