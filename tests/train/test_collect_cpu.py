@@ -29,6 +29,7 @@ from masorch.train.collect import (
     PARQUET_FILE,
     SUMMARY_FILE,
     collect,
+    collect_state,
     env_spec,
 )
 from masorch.train.collect_config import CollectConfig, DataConfig, describe_collect, load_collect_config
@@ -389,6 +390,49 @@ def test_cli_collect_with_progress(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "kept 2 of 3 questions" in result.output and "collect" in result.output
     assert (tmp_path / "cli" / DATASET_FILE).is_file()
+
+
+def test_the_state_of_a_collection_part_way_and_at_its_end(tmp_path: Path) -> None:
+    cfg = config(tmp_path, stop_when_recovered=False)
+    with pytest.raises(UsageError, match="no attempts"):
+        collect_state(cfg)
+    report, _ = run_collect(cfg)
+    done = collect_state(cfg)
+    assert (done["questions_finished"], done["questions_total"]) == (3, 3)
+    written = {k: v for k, v in report.summary.items() if k != "wall_s_this_run"}
+    assert {k: v for k, v in done.items() if k in written} == written  # what the run wrote at its end
+    # Part way: the first question's 4 attempts logged and one of the second's.
+    path = tmp_path / "out" / ATTEMPTS_FILE
+    whole = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    ids = [json.loads(x)["id"] for x in whole]
+    kept = [x for x, i in zip(whole, ids, strict=True) if i == ids[0]]
+    kept.append(next(x for x, i in zip(whole, ids, strict=True) if i != ids[0]))
+    path.write_text("".join(kept), encoding="utf-8")
+    part = collect_state(cfg)
+    assert part["attempts"] == 5 and part["questions_finished"] == 1
+    assert path.read_text(encoding="utf-8") == "".join(kept)  # nothing written
+
+
+def test_cli_collect_report_runs_nothing(tmp_path: Path) -> None:
+    models = Models()
+    app = typer.Typer()
+    register(app, collect_env=lambda cfg: env_spec(cfg, backend_factory=models))
+    p = tmp_path / "collect.yaml"
+    p.write_text(
+        "teacher: scripted:teacher\nsubagent: scripted:sub\n"
+        f"data: [{{spec: {data_file(tmp_path)}, scorer: exact}}]\n"
+        f"samples: 2\ntemperature: 0.5\nmax_tool_share: 1.0\nfault_rate: 0\noutput_dir: {tmp_path / 'cli'}\n"
+    )
+    early = CliRunner().invoke(app, ["train", "collect", "--config", str(p), "--report"])
+    assert isinstance(early.exception, UsageError) and "no attempts" in str(early.exception)
+    assert CliRunner().invoke(app, ["train", "collect", "--config", str(p)]).exit_code == 0
+    calls = len(models.teacher.calls)
+    result = CliRunner().invoke(app, ["train", "collect", "--config", str(p), "--report"])
+    assert result.exit_code == 0, result.output
+    assert "3 of 3 questions finished" in result.output and '"kept": 2' in result.output
+    assert len(models.teacher.calls) == calls
+    hidden = CliRunner().invoke(app, ["train", "sft", "--config", str(p), "--report"])
+    assert isinstance(hidden.exception, UsageError) and "has no --report" in str(hidden.exception)
 
 
 def test_a_data_part_can_skip_its_first_questions(tmp_path: Path) -> None:

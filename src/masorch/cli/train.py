@@ -42,11 +42,13 @@ def _config_command(
     what: str,
     fields: Callable[[], list[tuple[str, str, str]]],
     run: Callable[[Console, Path, dict[str, Any]], None],
+    report: Callable[[Console, Path, dict[str, Any]], None] | None = None,
 ) -> None:
     """Add ``masorch train COMMAND --config FILE [--set KEY=VALUE ...] | --show-config``.
 
     ``--show-config`` prints ``fields()`` (every field, its default and meaning); else ``run``
-    gets the console, the config path and the ``--set`` overrides.
+    gets the console, the config path and the ``--set`` overrides. With ``report``, ``--report``
+    calls it instead of ``run`` (where a run stands, nothing run).
     """
 
     @train_app.command(command, help=summary)
@@ -56,12 +58,22 @@ def _config_command(
             [], "--set", help="Override a key: KEY=VALUE (YAML value; a dotted KEY sets a nested field)."
         ),
         show_config: bool = typer.Option(False, "--show-config", help="List the config fields and exit."),
+        report_only: bool = typer.Option(
+            False,
+            "--report",
+            hidden=report is None,
+            help="Show where the run stands, from its output directory; run nothing.",
+        ),
     ) -> None:
         console = Console()
         if show_config:
             _show_table(console, fields(), f"masorch train {command}: config fields")
         elif config is None:
             raise UsageError("no --config given", hint=f"masorch train {command} --config {command}.yaml")
+        elif report_only:
+            if report is None:
+                raise UsageError(f"masorch train {command} has no --report", hint="leave --report out")
+            report(console, config, _overrides(set_))
         else:
             run(console, config, _overrides(set_))
 
@@ -179,6 +191,25 @@ def _collect(
     _collect_with_progress(console, cfg, collect_env(cfg) if collect_env else None)
 
 
+def _collect_report(console: Console, path: Path, overrides: dict[str, Any]) -> None:
+    from masorch.train.collect import collect_state
+    from masorch.train.collect_config import load_collect_config
+
+    s = collect_state(load_collect_config(path, overrides))
+    console.print(
+        f"[bold]{s['questions_finished']} of {s['questions_total']} questions finished[/]; "
+        f"{s['attempts']} attempts, {s['attempts_correct']} correct ({s['attempts_recovered']} recovered), "
+        f"{s['attempts_with_protocol_errors']} with protocol errors; kept so far {s['kept']} "
+        f"({s['kept_recovered']} recovered); tool shares {_shares(s['tool_shares_kept'])}"
+    )
+    console.print_json(json.dumps(s))
+
+
+def _shares(shares: dict[str, float]) -> str:
+    """``{'python': 0.4615, ...}`` as ``python 0.46, ...``, largest first."""
+    return ", ".join(f"{k} {v:.2f}" for k, v in sorted(shares.items(), key=lambda kv: -kv[1])) or "-"
+
+
 def _train_sft(console: Console, path: Path, overrides: dict[str, Any]) -> None:
     import logging
 
@@ -223,6 +254,7 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
         "collect",
         _collect_fields,
         functools.partial(_collect, collect_env=collect_env),
+        _collect_report,
     )
     _config_command(
         train_app,

@@ -268,9 +268,7 @@ def collect(
     t0 = time.monotonic()
     asyncio.run(_sample_all(cfg, spec or env_spec(cfg), todo, earlier, log, on_attempt))
     wall = time.monotonic() - t0
-    keys = {q.key for q in items}
-    # Only the questions and the K samples of this config are selected from.
-    attempts = [a for a in latest(log.read()) if a["id"] in keys and int(a["sample"]) < cfg.samples]
+    attempts = _config_attempts(cfg, items, log.read())
     selection = select(attempts, max_tool_share=cfg.max_tool_share)
     dataset = out / DATASET_FILE
     write_dataset(selection.kept, dataset)
@@ -279,6 +277,34 @@ def collect(
     summary_path = out / SUMMARY_FILE
     summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return CollectReport(summary, log.path, dataset, parquet, summary_path)
+
+
+def _config_attempts(
+    cfg: CollectConfig, items: Sequence[Question], logged: Sequence[Attempt]
+) -> list[Attempt]:
+    """The attempts a collection selects from: the latest of each of its questions' K samples."""
+    keys = {q.key for q in items}
+    return [a for a in latest(logged) if a["id"] in keys and int(a["sample"]) < cfg.samples]
+
+
+def collect_state(cfg: CollectConfig) -> dict[str, Any]:
+    """Where a collection stands, from its attempts log alone (nothing runs, nothing is written):
+    the figures :func:`collect` would write if it stopped now (``wall_s_this_run`` is 0), and how
+    many of its questions are finished."""
+    log = AttemptLog(cfg.out / ATTEMPTS_FILE)
+    if not log.path.is_file():
+        raise UsageError(
+            f"no attempts at {log.path} yet", hint="start the collection: masorch train collect --config FILE"
+        )
+    items = questions(cfg)
+    attempts = _config_attempts(cfg, items, log.read())
+    by_question: dict[str, list[Attempt]] = {}
+    for a in attempts:
+        by_question.setdefault(str(a["id"]), []).append(a)
+    state = summarize(cfg, attempts, select(attempts, max_tool_share=cfg.max_tool_share), wall_s=0.0)
+    state["questions_total"] = len(items)
+    state["questions_finished"] = sum(1 for q in items if _finished(cfg, by_question.get(q.key, [])))
+    return state
 
 
 def check_settings(cfg: CollectConfig) -> None:
