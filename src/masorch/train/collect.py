@@ -255,13 +255,9 @@ def collect(
     items = questions(cfg)
     log = AttemptLog(out / ATTEMPTS_FILE)
     _repair_tail(log.path)
-    earlier: dict[str, list[Attempt]] = {}
     logged = [a for a in latest(log.read()) if int(a["sample"]) < cfg.samples]
     _check_scorers(items, logged)
-    for a in logged:
-        if cfg.retry_errors and a.get("status") == "error":
-            continue  # sampled again; the new line replaces it
-        earlier.setdefault(str(a["id"]), []).append(a)
+    earlier = _earlier(cfg, logged)
     todo = [q for q in items if not _finished(cfg, earlier.get(q.key, []))]
     if on_start is not None:
         on_start(len(items), len(items) - len(todo))
@@ -287,6 +283,16 @@ def _config_attempts(
     return [a for a in latest(logged) if a["id"] in keys and int(a["sample"]) < cfg.samples]
 
 
+def _earlier(cfg: CollectConfig, logged: Sequence[Attempt]) -> dict[str, list[Attempt]]:
+    """The logged attempts that count as done, per question (with ``retry_errors``, an attempt
+    that ended ``error`` is sampled again: the new line replaces it)."""
+    earlier: dict[str, list[Attempt]] = {}
+    for a in logged:
+        if not (cfg.retry_errors and a.get("status") == "error"):
+            earlier.setdefault(str(a["id"]), []).append(a)
+    return earlier
+
+
 def collect_state(cfg: CollectConfig) -> dict[str, Any]:
     """Where a collection stands, from its attempts log alone (nothing runs, nothing is written):
     the figures :func:`collect` would write if it stopped now (``wall_s_this_run`` is 0), and how
@@ -298,9 +304,7 @@ def collect_state(cfg: CollectConfig) -> dict[str, Any]:
         )
     items = questions(cfg)
     attempts = _config_attempts(cfg, items, log.read())
-    by_question: dict[str, list[Attempt]] = {}
-    for a in attempts:
-        by_question.setdefault(str(a["id"]), []).append(a)
+    by_question = _earlier(cfg, attempts)
     state = summarize(cfg, attempts, select(attempts, max_tool_share=cfg.max_tool_share), wall_s=0.0)
     state["questions_total"] = len(items)
     state["questions_finished"] = sum(1 for q in items if _finished(cfg, by_question.get(q.key, [])))
