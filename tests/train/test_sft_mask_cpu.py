@@ -150,3 +150,55 @@ def test_qwen_template_masks_the_orchestrator_turns() -> None:
         '<tool_call>\n{"name": "cot", "arguments": {"task": "add"}}\n</tool_call><|im_end|>\n'
         'retry\n<tool_call>\n{"name": "final_answer", "arguments": {"answer": "5"}}\n</tool_call><|im_end|>\n'
     )
+
+
+def test_each_turn_is_trained_on_the_context_inference_renders() -> None:
+    """The text before each orchestrator turn of an SFT example is, byte for byte, the prompt the
+    ``hf:`` backend renders for the same conversation at inference (record written as a collection
+    writes it; Qwen2.5's template, which renders the tools, the calls' arguments and the results)."""
+    templates = pytest.importorskip("trl.chat_template_utils")
+    from sft_helpers import word_tokenizer
+
+    from masorch.backends.base import GenerateConfig, Message, ToolCall, ToolSpec
+    from masorch.backends.chat import messages_payload, tools_payload
+    from masorch.backends.hf import chat_template_inputs
+
+    n = {"type": "integer", "minimum": 1, "maximum": 16, "default": 5}
+    tools = (
+        ToolSpec(
+            "sc", "samples and votes", {"type": "object", "properties": {"task": {"type": "string"}, "n": n}}
+        ),
+        ToolSpec(
+            "final_answer", "ends the run", {"type": "object", "properties": {"answer": {"type": "string"}}}
+        ),
+    )
+    messages = [
+        Message("system", "you orchestrate"),
+        Message("user", "what is two plus three"),
+        Message(
+            "assistant",
+            "two calls",
+            tool_calls=(
+                ToolCall("sc", '{"task": "add", "n": 3}', id="c1"),
+                ToolCall("sc", '{"task": "x"}', id="c2"),
+            ),
+        ),
+        Message("tool", "status: EXEC_ERR error: reset", tool_call_id="c1"),
+        Message("tool", "status: OK\n5", tool_call_id="c2"),
+        Message("user", "round 1 of 3 done"),
+        Message("assistant", "", tool_calls=(ToolCall("final_answer", '{"answer": "5"}', id="c3"),)),
+    ]
+    record = {"messages": messages_payload(messages), "tools": tools_payload(tools)}
+    tokenizer = word_tokenizer([])
+    tokenizer.chat_template = templates.qwen2_5_chat_template
+    text, spans = assistant_spans(tokenizer, record["messages"], record["tools"])
+    assert len(spans) == 2
+    for (start, _), turn in zip(spans, (2, 6), strict=True):
+        inference = tokenizer.apply_chat_template(
+            **chat_template_inputs(messages[:turn], GenerateConfig(tools=tools)),
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+        assert text[:start] == inference
+    # The check has teeth: the schemas' bounds and the arguments as objects are in the rendering.
+    assert '"maximum": 16' in text and '{"name": "sc", "arguments": {"task": "add", "n": 3}}' in text

@@ -40,7 +40,7 @@ def message_payload(message: Message, *, arguments_as_object: bool = False) -> d
                 "type": "function",
                 "function": {
                     "name": call.name,
-                    "arguments": _arguments_object(call.arguments) if arguments_as_object else call.arguments,
+                    "arguments": arguments_object(call.arguments) if arguments_as_object else call.arguments,
                 },
             }
             for call in message.tool_calls
@@ -55,7 +55,12 @@ def messages_payload(messages: Sequence[Message]) -> list[dict[str, Any]]:
     return [message_payload(m) for m in messages]
 
 
-def _arguments_object(arguments: str) -> Any:
+def arguments_object(arguments: str) -> Any:
+    """A call's arguments text as the JSON object it holds; text that is not an object stays text.
+
+    >>> arguments_object('{"task": "t"}'), arguments_object("[1]"), arguments_object("")
+    ({'task': 't'}, '[1]', {})
+    """
     try:
         value = json.loads(arguments or "{}")
     except json.JSONDecodeError:

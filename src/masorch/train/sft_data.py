@@ -23,6 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from masorch.backends.chat import arguments_object
 from masorch.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -46,13 +47,8 @@ def template_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, A
             calls = []
             for c in msg["tool_calls"]:
                 fn = dict(c["function"])
-                args = fn.get("arguments")
-                if isinstance(args, str):
-                    try:
-                        parsed = json.loads(args or "{}")
-                    except json.JSONDecodeError:
-                        parsed = args
-                    fn["arguments"] = parsed if isinstance(parsed, dict) else args
+                if isinstance(fn.get("arguments"), str):
+                    fn["arguments"] = arguments_object(fn["arguments"])
                 calls.append({**c, "function": fn})
             msg["tool_calls"] = calls
         else:
