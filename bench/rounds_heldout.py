@@ -14,6 +14,7 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
+from masorch.errors import UsageError
 from masorch.eval.log import RunLog
 from masorch.eval.metrics import bootstrap_mean, bootstrap_ratio, paired_difference, paired_ratio_difference
 from masorch.eval.record import EvalRecord
@@ -36,12 +37,16 @@ def main() -> None:
         name, _, path = item.partition("=")
         if not path:
             parser.error(f"{item!r}: give NAME=DIR")
-        runs[name] = {r["sample_id"]: EvalRecord.from_json(r) for r in RunLog.read(Path(path))[1]}
+        try:
+            records = RunLog.read(Path(path))[1]
+        except UsageError as exc:
+            parser.error(f"{name}: {exc}")
+        runs[name] = {r["sample_id"]: EvalRecord.from_json(r) for r in records}
     print(
         "| policy | n | accuracy % [95%] | valid-call rate % [95%] | own final_answer accepted "
-        "| calls that ran, per tool | distinct tools a run | calls a round | collapsed |"
+        "| calls that ran, per tool | distinct tools a run | calls a round | collapsed | calls per status |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, recs in runs.items():
         print(row(name, list(recs.values())))
     shared = sorted(set.intersection(*(set(r) for r in runs.values())))
@@ -68,9 +73,14 @@ def row(name: str, recs: list[EvalRecord]) -> str:
     top = max(tools.values(), default=0) / ran if ran else 0.0
     collapsed = "yes" if recs and (top > COLLAPSE_SHARE or distinct < COLLAPSE_DISTINCT) else "no"
     kinds = ", ".join(f"{k} {n}" for k, n in tools.most_common()) or "-"
+    # Every status, BUDGET included: the SFT set was collected without a budget line (docs/train.md).
+    statuses: Counter[str] = Counter()
+    for r in recs:
+        statuses.update(r.tool_statuses)
+    by_status = ", ".join(f"{k} {n}" for k, n in statuses.most_common()) or "-"
     return (
         f"| {name} | {len(recs)} | {accuracy} | {valid} | {own}/{len(recs)} | {kinds} | {distinct:.2f} "
-        f"| {per_round:.2f} | {collapsed} |"
+        f"| {per_round:.2f} | {collapsed} | {by_status} |"
     )
 
 
