@@ -39,3 +39,45 @@ def test_tool_calls_results_and_tools_render_through_a_chat_template():
     assert "<tool>status: OK<tool_response id=c1>" in text
     assert chat_template_inputs(messages[:1], GenerateConfig())["tools"] is None
     assert json.loads(json.dumps(inputs["conversation"]))[1]["tool_calls"][0]["id"] == "c1"
+
+
+def test_a_policy_stops_where_the_engine_would(tmp_path) -> None:
+    """A saved policy whose config knows only ``<|im_end|>`` still ends a turn at ``<|endoftext|>``
+    (llama.cpp's end tokens), and so does the hf backend: one token, finish ``stop``, not the cap."""
+    pytest.importorskip("torch")
+    tokenizers = pytest.importorskip("tokenizers")
+    transformers = pytest.importorskip("transformers")
+    import asyncio
+
+    from masorch.backends.hf import HFBackend, load_policy
+
+    vocab = {"[UNK]": 0, "<": 1, ">": 2, "user": 3, "hi": 4}
+    raw = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    raw.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=raw, chat_template=TEMPLATE, unk_token="[UNK]"
+    )
+    tokenizer.add_special_tokens({"eos_token": "<|im_end|>", "additional_special_tokens": ["<|endoftext|>"]})
+    end_of_text = tokenizer.convert_tokens_to_ids("<|endoftext|>")
+    config = transformers.Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=8,
+        intermediate_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    transformers.Qwen2ForCausalLM(config).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    model, tok = load_policy(str(tmp_path))
+    assert model.generation_config.eos_token_id == [tokenizer.eos_token_id, end_of_text]
+
+    def always_end_of_text(module, inputs, logits):  # the policy's every next token: <|endoftext|>
+        logits[..., :] = 0.0
+        logits[..., end_of_text] = 10.0
+        return logits
+
+    model.lm_head.register_forward_hook(always_end_of_text)
+    done = asyncio.run(HFBackend(model, tok).complete([Message("user", "hi")], GenerateConfig(max_tokens=8)))
+    assert (done.usage.completion_tokens, done.finish, done.text) == (1, "stop", "")

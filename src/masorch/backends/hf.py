@@ -186,5 +186,38 @@ def load_policy(spec: str, *, models_dir: Path | None = None, dtype: str = "fp32
         model = model.to(torch_dtype)  # type: ignore[arg-type]  # transformers types .to narrowly
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
+    model.generation_config.eos_token_id = end_token_ids(tokenizer, model.generation_config.eos_token_id)
     logger.info("loaded policy %s (%s)", spec, type(model).__name__)
     return model, tokenizer
+
+
+#: Special tokens that end a generation in the llama.cpp engine besides the model's own end token,
+#: found there by their text: the end-of-turn and end-of-text markers of the common chat formats,
+#: and the fill-in-the-middle pad, repository and file-separator tokens of code models.
+END_TOKENS = (
+    "<|im_end|>",
+    "<|endoftext|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+)
+
+
+def end_token_ids(tokenizer: Any, eos: int | list[int] | None) -> list[int]:
+    """The ids a policy's generation stops at: ``eos`` (its generation config's), the tokenizer's end
+    token and every added token named in :data:`END_TOKENS`, so that an ``hf:`` policy (and the
+    rollouts TRL samples from it, which stop at the generation config's ids) ends a turn where the
+    llama.cpp engine would. A GGUF-read Qwen2.5 policy knows only ``<|im_end|>``; without the
+    others a turn that emits ``<|endoftext|>`` would run on to its token cap."""
+    ids = [eos] if isinstance(eos, int) else list(eos or [])
+    if isinstance(tokenizer.eos_token_id, int):
+        ids.append(tokenizer.eos_token_id)
+    added = tokenizer.get_added_vocab()
+    ids += [added[text] for text in END_TOKENS if text in added]
+    return list(dict.fromkeys(ids))
