@@ -140,6 +140,25 @@ def test_the_round_cap_and_units_budget_hold() -> None:
     assert env.rollout.answer == "7" and env.rollout.rounds == 3
 
 
+def test_the_policys_turns_count_in_the_call_budget_as_at_inference() -> None:
+    """Each turn is a call of the run's budget, as each orchestrator turn is at inference; a round
+    that spends the budget ends the trajectory without an answer, and later calls are not run."""
+    env = fresh(budget=Budget(max_calls=4))
+    texts = turn(env, ("cot", {"task": "a"}), ("cot", {"task": "b"}))  # 1 turn + 2 calls: 3 of 4
+    assert [t.splitlines()[0] for t in texts] == ["status: OK", "status: OK"]
+    assert not env.rollout.ended
+    spent = turn(env, ("cot", {"task": "c"}), ("cot", {"task": "d"}))  # the turn is the 4th call
+    assert [t.splitlines()[0] for t in spent] == ["status: BUDGET", "status: BUDGET"]
+    assert "budget is spent" in spent[-1] and env.rollout.ended
+    assert env.rollout.budget_error.startswith("call budget spent: 4 of 4")
+    late = turn(env, ("final_answer", {"answer": "7"}))
+    assert late[0].startswith("status: BUDGET") and not env.rollout.answer
+    entries = env.rollout.calls.session.ledger.entries
+    assert [e.role for e in entries] == ["orchestrator", "subagent", "subagent", "orchestrator"]
+    figures = env.rollout.figures(trainer_calls=5, policy_tokens=0)
+    assert not figures.answered and figures.statuses.count("BUDGET") == 3
+
+
 def test_figures_and_rewards_from_the_environment_state() -> None:
     env = fresh()
     turn(env, ("cot", {"task": "Add."}), ("review", {"task": "Check."}))
@@ -308,7 +327,7 @@ def test_a_synthesis_model_answers_from_the_trajectory_as_at_inference() -> None
     [
         (BackendError("server down"), {}, "EXEC_ERR"),
         ("I cannot tell.\n```json\n{}\n```", {}, "EXEC_ERR"),
-        ("\\boxed{7}", {"budget": Budget(max_calls=1)}, "BUDGET"),
+        ("\\boxed{7}", {"budget": Budget(max_calls=3)}, "BUDGET"),  # 2 turns + cot: none left
     ],
 )
 def test_a_failed_synthesis_ends_the_trajectory_with_its_status(

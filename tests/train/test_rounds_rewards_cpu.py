@@ -90,6 +90,19 @@ def test_a_group_can_be_split_into_accumulated_micro_batches(tmp_path) -> None:
         RoundsTrainConfig(num_generations=4, batch_size=3, gradient_accumulation_steps=2)
 
 
+def test_each_turn_is_capped_at_plan_tokens_as_at_inference(tmp_path) -> None:
+    pytest.importorskip("trl")
+    from masorch.train.rounds_grpo import rounds_grpo_args
+
+    cfg = RoundsTrainConfig(plan_tokens=512, max_completion_length=6144, output_dir=str(tmp_path / "o"))
+    args = rounds_grpo_args(cfg, [1.0] * 4, "fp32")
+    assert (args.generation_kwargs, args.max_completion_length) == ({"max_new_tokens": 512}, 6144)
+    # the trl pass-through adds generation arguments key by key (or overrides the cap, if it names it)
+    cfg = cfg.model_copy(update={"trl": {"generation_kwargs": {"repetition_penalty": 1.1}}})
+    args = rounds_grpo_args(cfg, [1.0] * 4, "fp32")
+    assert args.generation_kwargs == {"max_new_tokens": 512, "repetition_penalty": 1.1}
+
+
 def test_cli_lists_the_fields_and_refuses_bad_configs(tmp_path, capsys) -> None:
     from masorch.cli.main import main
 

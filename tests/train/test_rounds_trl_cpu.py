@@ -74,14 +74,19 @@ def tiny_policy() -> tuple[Any, Any]:
     return Qwen2ForCausalLM(config), tokenizer
 
 
-def script_turns(monkeypatch, tokenizer: Any, prompts: list[str] | None = None) -> None:
+def script_turns(
+    monkeypatch, tokenizer: Any, prompts: list[str] | None = None, caps: list[int] | None = None
+) -> None:
     """The policy's turns come from TURNS, by how many turns the prompt already holds; the text of
-    every prompt the policy is given is added to ``prompts``."""
+    every prompt the policy is given is added to ``prompts``, and the token cap the trainer would
+    generate each turn under to ``caps``."""
     import trl
 
     def scripted(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
         out = []
         for ids in prompt_ids:
+            if caps is not None:
+                caps.append(self.generation_config.max_new_tokens)
             if prompts is not None:
                 prompts.append(tokenizer.decode(ids))
             turn = tokenizer.decode(ids).count("<|im_start|>assistant") - 1
@@ -99,6 +104,7 @@ def tiny_config(out: Path, **fields: Any) -> RoundsTrainConfig:
         "max_steps": 2,
         "max_rounds": 3,
         "max_completion_length": 4096,
+        "plan_tokens": 256,
         "lora": False,
         "precision": "fp32",
         "gradient_checkpointing": False,
@@ -117,7 +123,8 @@ def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monke
 
     model, tokenizer = tiny_policy()
     prompts: list[str] = []
-    script_turns(monkeypatch, tokenizer, prompts)
+    caps: list[int] = []
+    script_turns(monkeypatch, tokenizer, prompts, caps)
     seen: list[dict[str, Any]] = []
     original = trl.GRPOTrainer._compute_loss
 
@@ -145,6 +152,8 @@ def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monke
     }
     firsts = [p for p in prompts if p.count("<|im_start|>assistant") == 1]
     assert firsts and set(firsts) <= inference
+    # Every turn, the first and those after tool results, is generated under the turn cap.
+    assert len(caps) == len(prompts) > len(firsts) and set(caps) == {cfg.plan_tokens}
     assert report.steps == 2
     lines = [line for line in report.logs if "loss" in line]
     assert len(lines) == 2

@@ -109,10 +109,19 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
         default=None, description="units cap per trajectory (a call past it ends BUDGET)"
     )
     max_calls: int | None = Field(
-        default=24, description="sub-agent (and synthesis) LLM calls per trajectory"
+        default=24,
+        description=(
+            "LLM calls per trajectory: the policy's turns, the sub-agents' and the synthesis's, as the "
+            "rounds mode's budget counts them at inference"
+        ),
     )
     max_tokens: int | None = Field(
-        default=None, description="sub-agent (and synthesis) tokens per trajectory"
+        default=None, description="sub-agent and synthesis tokens per trajectory (not the policy's)"
+    )
+    plan_tokens: int = Field(
+        default=1024,
+        ge=1,
+        description="tokens of each policy turn (as a mas:rounds system's plan_tokens at inference)",
     )
     node_timeout_s: float | None = Field(
         default=120.0, description="time limit of each tool call (and of the synthesis call)"

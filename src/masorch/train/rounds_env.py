@@ -37,6 +37,11 @@ the environment the calls only, so the reward functions give :meth:`Rollout.clos
 texts from the completions (the verl loop hands them over every turn); without a synthesis model
 ``final_answer`` with ``synthesize: true`` is refused (``FORMAT_ERR``) and a trajectory at the
 round cap ends without an answer.
+
+As at inference, each turn of the policy is a call of the run's budget (``max_calls``): it is
+counted in the trajectory's ledger before its round runs, and a round after which no call is left
+ends the trajectory without an answer (:attr:`Rollout.budget_error`); the turn's tokens are not
+known here, so a ``max_tokens`` budget counts the other calls' tokens only.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Message, ToolCall, ToolSpec
+from masorch.run.budget import CallRecord
 from masorch.run.executor import RoleBackends
 from masorch.run.round_calls import FINAL_TOOL, SYNTHESIS_ACK, call_ids, final_answer, wants_synthesis
 from masorch.run.round_exec import RoundCalls, RoundsOptions, bad_final
@@ -61,6 +67,9 @@ from masorch.score.scorer import Scorer
 from masorch.train.reward_components import grade, reward_scorer
 from masorch.train.rounds_config import RoundsRewardConfig
 from masorch.train.rounds_rewards import TrajectoryFigures, components
+
+#: The model name of the policy's turns in a trajectory's ledger (the trainer generates them).
+POLICY_MODEL = "policy"
 
 _PY_TYPES: Mapping[str, Any] = {
     "string": str,
@@ -119,6 +128,8 @@ class Rollout:
         self.synthesized = False
         #: why the synthesis gave no answer ("" when it did, or did not run)
         self.synthesis_error = ""
+        #: why the run's budget ended the trajectory without an answer ("" when it did not)
+        self.budget_error = ""
         # The synthesis final_answer asked for: its call, round and conversation length then.
         self._requested: tuple[ToolCall, int, int] | None = None
         self._closing: asyncio.Future[None] | None = None
@@ -190,6 +201,15 @@ class Rollout:
         t0 = time.perf_counter()
         round_no = self.rounds + 1
         final_alone = len(calls) == 1 and calls[0].name == FINAL_TOOL
+        if not self.ended:
+            self._charge_turn()
+        if self.budget_error:
+            refused = [
+                _outcome(c, round_no, i, f"not run: {self.budget_error}; the run has ended", "BUDGET")
+                for i, c in enumerate(calls, 1)
+            ]
+            self.outside += refused
+            return [o.message_text() for o in refused]
         # The turn after the last round may still give the answer (the last round's note asks for it).
         if self.ended or (round_no > self.options.max_rounds and not final_alone):
             why = (
@@ -225,12 +245,29 @@ class Rollout:
             outcomes = await self.calls.play(round_no, calls)
         self.calls.record(round_no, outcomes, time.perf_counter() - t0)
         texts = [o.message_text() for o in outcomes]
+        spent = self.calls.session.ledger.exhausted()
+        if spent is not None:  # inference ends the run here, without an answer
+            self.ended, self.budget_error = True, spent
+            texts[-1] = f"{texts[-1]}\n\nThe run's budget is spent ({spent}): the run ends without an answer."
+            return texts
         if round_no < self.options.max_rounds:
             note = self.calls.between("rounds/round_done.j2", round_no)
         else:
             note = f"Round {round_no} of {round_no} was the last: call final_answer alone with the answer."
         texts[-1] = f"{texts[-1]}\n\n{note}"
         return texts
+
+    def _charge_turn(self) -> None:
+        """Count the policy's turn in the run's budget, as inference counts each orchestrator turn
+        (a call of its own, checked before it is made); a spent budget ends the trajectory as
+        inference ends the run, without an answer. Its tokens are not known here (the trainer
+        generated the turn), so a ``max_tokens`` budget counts the other calls' tokens only."""
+        ledger = self.calls.session.ledger
+        spent = ledger.exhausted()
+        if spent is not None:
+            self.ended, self.budget_error = True, spent
+            return
+        ledger.record(CallRecord("orchestrator", None, POLICY_MODEL))
 
     async def close(self, turns: Sequence[tuple[str, Sequence[str]]] = ()) -> None:
         """End the trajectory before it is scored: the synthesis model writes the answer where

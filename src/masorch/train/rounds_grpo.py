@@ -262,14 +262,17 @@ def rounds_setting(
 
 def rounds_grpo_args(cfg: RoundsTrainConfig, weights: list[float], precision: str) -> Any:
     """TRL's ``GRPOConfig`` of a rounds config: a tool-calling turn per round plus the turn of
-    ``final_answer``, and ``batch_size x gradient_accumulation_steps`` trajectories sampled together
-    for each optimisation step (TRL's generation batch)."""
+    ``final_answer``, each turn at most ``plan_tokens`` tokens (TRL generates every turn with its
+    ``generation_kwargs``; ``max_completion_length`` caps the whole trajectory), and
+    ``batch_size x gradient_accumulation_steps`` trajectories sampled together for each
+    optimisation step (TRL's generation batch)."""
     return grpo_args(
         cfg,
         weights,
         precision,
         max_tool_calling_iterations=cfg.max_rounds + 1,
         gradient_accumulation_steps=cfg.gradient_accumulation_steps,
+        generation_kwargs={"max_new_tokens": cfg.plan_tokens},
     )
 
 

@@ -114,7 +114,8 @@ class GrpoFields(CommonFields, Protocol):
 
 def grpo_args(cfg: GrpoFields, weights: list[float], precision: str, **extra: Any) -> Any:
     """TRL's ``GRPOConfig`` of a config: the common arguments, the GRPO fields, the reward weights,
-    ``extra`` arguments, then the config's ``trl`` pass-through."""
+    ``extra`` arguments, then the config's ``trl`` pass-through (its ``generation_kwargs`` added to
+    those of ``extra``, key by key)."""
     from trl import GRPOConfig
 
     args = common_args(cfg, precision)
@@ -134,7 +135,10 @@ def grpo_args(cfg: GrpoFields, weights: list[float], precision: str, **extra: An
             **extra,
         }
     )
-    args.update(cfg.trl)
+    trl = dict(cfg.trl)
+    if isinstance(args.get("generation_kwargs"), dict) and isinstance(trl.get("generation_kwargs"), dict):
+        trl["generation_kwargs"] = {**args["generation_kwargs"], **trl["generation_kwargs"]}
+    args.update(trl)
     return GRPOConfig(**args)
 
 
