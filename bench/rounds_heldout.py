@@ -63,9 +63,12 @@ def row(name: str, recs: list[EvalRecord]) -> str:
     good, total = zip(*(r.valid_calls() for r in recs), strict=True) if recs else ((), ())
     valid = bootstrap_ratio(good, total).format()
     own = sum(r.own_final_answer for r in recs)
+    # Every status, BUDGET included: the SFT set was collected without a budget line (docs/train.md).
     tools: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
     for r in recs:
         tools.update(r.tools_ran)
+        statuses.update(r.tool_statuses)
     ran = sum(tools.values())
     distinct = sum(len(r.tools_ran) for r in recs) / max(1, len(recs))
     rounds = sum(r.rounds or 0 for r in recs)
@@ -73,10 +76,6 @@ def row(name: str, recs: list[EvalRecord]) -> str:
     top = max(tools.values(), default=0) / ran if ran else 0.0
     collapsed = "yes" if recs and (top > COLLAPSE_SHARE or distinct < COLLAPSE_DISTINCT) else "no"
     kinds = ", ".join(f"{k} {n}" for k, n in tools.most_common()) or "-"
-    # Every status, BUDGET included: the SFT set was collected without a budget line (docs/train.md).
-    statuses: Counter[str] = Counter()
-    for r in recs:
-        statuses.update(r.tool_statuses)
     by_status = ", ".join(f"{k} {n}" for k, n in statuses.most_common()) or "-"
     return (
         f"| {name} | {len(recs)} | {accuracy} | {valid} | {own}/{len(recs)} | {kinds} | {distinct:.2f} "
