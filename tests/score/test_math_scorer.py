@@ -55,6 +55,22 @@ def test_extract_prefers_the_box_over_later_numbers():
     assert extract_answer("it is 12, not 13") == "13"
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (r"\frac{13}{3}", r"\frac{13}{3}"),
+        ("$x = 3$.", "x = 3"),
+        (r"12 \text{ inches}", r"12 \text{ inches}"),
+        ("x=5 or x=-1", "-1"),  # prose ("or"): its last number, as before
+        ("the answer is 42", "42"),
+        ("2 + 2\n= 4", "4"),  # several lines: not one formula
+        ("1+" * 150 + "1", "1"),  # too long for one formula
+    ],
+)
+def test_extract_reads_a_bare_formula_whole(text, expected):
+    assert extract_answer(text) == expected
+
+
 CASES = [
     (r"The answer is \boxed{204}.", "204", True),
     (r"\boxed{0.75}", r"\frac{3}{4}", True),
@@ -70,6 +86,12 @@ CASES = [
     (r"Final: \boxed{205}", "204", False),
     (r"\boxed{-50}", "-50", True),
     (r"\boxed{50}", "-50", False),
+    # a bare answer is read as one formula, not by its last number (which is 3, 2, 3)
+    (r"\frac{13}{3}", "3", False),
+    (r"5\sqrt{2}", "2", False),
+    ("(-2, 3)", "3", False),
+    (r"\$18.90.", "18.90", True),
+    ("240 outfits", "240", True),
 ]
 
 

@@ -1,4 +1,4 @@
-"""The MASBench reward and the eval score agree on every record: one scorer, one graded text."""
+"""Training rewards and eval scores agree (MASBench records, math answers): one scorer, one graded text."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ import pytest
 
 from masorch.agents.answer import extract_answer
 from masorch.agents.base import NodeOutput
+from masorch.eval.datasets import Sample
+from masorch.eval.item import grade
 from masorch.eval.sources import masbench_sample
 from masorch.masbench.axes import generate_instance
 from masorch.masbench.instance import AXES
 from masorch.plan.model import AgentSpec, Plan
+from masorch.run.environment import Environment, EnvSpec
 from masorch.run.result import RunResult
-from masorch.score.registry import get_scorer, reads_reply
-from masorch.score.scorer import score_async
+from masorch.run.trajectory import Trajectory
 from masorch.train.reward_components import answer_correctness
 
 
@@ -70,14 +72,13 @@ RECORDS = [
 @pytest.mark.parametrize("rec", RECORDS, ids=lambda r: f"{r['axis']}-{r['value']}-{r['id'][-6:]}")
 async def test_masbench_reward_equals_eval_score(rec: dict[str, Any]) -> None:
     sample = masbench_sample(rec, "masbench")
-    scorer = get_scorer("masbench")
+    env = Environment(EnvSpec())
     kinds = replies(rec)
     seen = set()
     for kind, reply in kinds.items():
         result = _result(reply)
-        # What the eval harness grades, and the record it writes.
-        prediction = result.reply if reads_reply("masbench") else result.answer
-        verdict = await score_async(scorer, prediction, sample)
+        verdict = await grade(result, sample, "masbench", env)  # what the eval harness records
+        assert verdict is not None
         # What the training reward grades: the rollout's columns for the same run.
         reward = answer_correctness(
             ["plan"],
@@ -101,3 +102,29 @@ async def test_masbench_reward_equals_eval_score(rec: dict[str, Any]) -> None:
 def test_the_records_cover_decoys_and_several_answers() -> None:
     assert any(any(d is not None for d in r.get("decoys") or []) for r in RECORDS)
     assert any(len(r["answers"]) > 1 for r in RECORDS)
+
+
+# Bare answers as a multi-round run ends with them (a final_answer's argument): a formula is read
+# whole (13/3 is not 3, whatever its last number), prose by its last number.
+MATH_ANSWERS = [
+    (r"\frac{13}{3}", "3", False),
+    (r"5\sqrt{2}", "2", False),
+    ("240 outfits", "240", True),
+    (r"\frac{26}{2}", "13", True),
+    (r"\boxed{7}", "7", True),
+]
+
+
+@pytest.mark.parametrize(("answer", "gold", "correct"), MATH_ANSWERS)
+async def test_math_reward_equals_eval_score(answer: str, gold: str, correct: bool) -> None:
+    result = RunResult(status="ok", answer=answer, trajectory=Trajectory("q", ()))
+    env = Environment(EnvSpec())
+    try:
+        verdict = await grade(result, Sample("m/0", "q", gold, "math"), "math", env)
+    finally:
+        await env.aclose()
+    assert verdict is not None and verdict.correct is correct
+    reward = answer_correctness(
+        ["turns"], status=["ok"], answer=[answer], ground_truth=[gold], scorer="math", question=["q"]
+    )
+    assert reward == [1.0 if correct else 0.0]

@@ -29,7 +29,7 @@ from masorch.run.environment import Environment
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
 from masorch.run.system import System
-from masorch.score.registry import reads_reply
+from masorch.score.registry import graded_text
 from masorch.score.scorer import Score, score_async
 from masorch.trace.events import Event, LlmCall
 from masorch.trace.writer import CallbackSink
@@ -147,13 +147,12 @@ async def run_item(item: WorkItem, env: Environment) -> tuple[dict[str, Any], li
 async def grade(result: RunResult, sample: Sample, scorer: str, env: Environment) -> Score | None:
     """The scorer ``scorer``'s verdict on a run's answer to ``sample`` (None when the run is not ok).
 
-    A scorer that reads whole replies (MASBench) grades :attr:`RunResult.reply`, the others the
-    extracted answer: what eval grades, and what training keeps or rewards.
+    What it grades is :func:`masorch.score.registry.graded_text` of the run, as in training's
+    rewards: eval grades, and training keeps or rewards, the same text.
     """
     if not result.ok:
         return None
-    prediction = result.reply if reads_reply(scorer) else result.answer
-    return await score_async(env.scorer(scorer), prediction, sample)
+    return await score_async(env.scorer(scorer), graded_text(scorer, result.answer, result.reply), sample)
 
 
 def failed_record(item: WorkItem, error: str, wall_s: float = 0.0) -> dict[str, Any]:

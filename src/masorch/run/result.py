@@ -11,6 +11,7 @@ from masorch.backends.base import Usage
 from masorch.plan.model import Plan
 from masorch.run.budget import Ledger
 from masorch.run.trajectory import Trajectory
+from masorch.score.extract import as_box
 
 RunStatus = Literal["ok", "error", "timeout", "budget", "invalid_plan"]
 
@@ -55,7 +56,7 @@ class RunResult:
         dataflow), boxed unless it already holds boxes, as a sub-agent's reply would be.
         """
         if self.trajectory is not None:
-            return self.answer if "\\boxed" in self.answer or not self.answer else f"\\boxed{{{self.answer}}}"
+            return as_box(self.answer)
         plan = self.plan
         if plan is not None and plan.agents:
             sources = {f.src for f in plan.flows}

@@ -59,3 +59,13 @@ def last_boxed(text: str) -> str | None:
     """
     boxes = all_boxed(text)
     return boxes[-1] if boxes else None
+
+
+def as_box(answer: str) -> str:
+    """``answer`` as one box, unless it is empty or already holds one (how a bare answer is graded
+    by a scorer that reads boxes).
+
+    >>> as_box("17"), as_box(r"\\boxed{17}"), as_box("")
+    ('\\\\boxed{17}', '\\\\boxed{17}', '')
+    """
+    return answer if not answer or "\\boxed" in answer else "\\boxed{" + answer + "}"

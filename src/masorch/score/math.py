@@ -45,10 +45,41 @@ def last_number(text: str) -> str | None:
     return numbers[-1].replace(",", "") if numbers else None
 
 
+#: A word of prose: two letters or more, not a LaTeX command's name (``\\frac``) nor inside one.
+_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+#: LaTeX text groups (``\\text{ cm}``): units and labels, not prose around a formula.
+_TEXT_GROUP = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{[^{}]*\}")
+#: The longest unboxed line still read as one formula.
+FORMULA_CHARS = 200
+
+
+def formula(text: str) -> str | None:
+    """``text`` as one formula when it is one: a single line without prose, ``$`` and end stop removed.
+
+    >>> formula(r"\\frac{13}{3}"), formula("$x = 3$."), formula(r"3 \\text{ cm}")
+    ('\\\\frac{13}{3}', 'x = 3', '3 \\\\text{ cm}')
+    >>> formula("240 outfits") is None, formula("1\\n2") is None
+    (True, True)
+    """
+    line = text.replace("\\$", "").strip().rstrip(".").strip("$").strip().rstrip(".")
+    if not line or "\n" in line or len(line) > FORMULA_CHARS:
+        return None
+    return None if _WORD.search(_TEXT_GROUP.sub("", line)) else line
+
+
 def extract_answer(text: str) -> str | None:
-    """The final answer of a solution: its last boxed expression, else its last number."""
+    """The final answer of a solution: its last boxed expression; else the text itself when it is one
+    formula (a bare answer such as ``\\frac{13}{3}``: its last number, 3, is not its value); else its
+    last number (prose such as "240 outfits").
+
+    >>> extract_answer(r"so \\boxed{5}"), extract_answer(r"5\\sqrt{2}"), extract_answer("it is 12, not 13")
+    ('5', '5\\\\sqrt{2}', '13')
+    """
     boxed = last_boxed(text)
-    return boxed if boxed is not None else last_number(text)
+    if boxed is not None:
+        return boxed
+    whole = formula(text)
+    return whole if whole is not None else last_number(text)
 
 
 def _as_latex(expr: str) -> str:

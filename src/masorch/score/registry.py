@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from masorch.errors import UsageError
+from masorch.score.extract import as_box
 from masorch.score.scorer import AsyncScorer, Scorer
 
 
@@ -124,3 +125,18 @@ def reads_reply(name: str) -> bool:
     (True, False)
     """
     return name in REPLY_SCORERS
+
+
+def graded_text(name: str, answer: str, reply: str | None = None) -> str:
+    """What the scorer ``name`` grades of a run, in eval, collection and training alike.
+
+    A reply scorer (:func:`reads_reply`) grades the whole ``reply`` (every box), or the run's
+    ``answer`` as one box when there is no reply; the others grade the extracted ``answer`` itself
+    (the math scorer reads a bare formula whole: ``\\frac{13}{3}`` is not 3).
+
+    >>> graded_text("masbench", "17"), graded_text("math", "17", reply="so \\boxed{17}")
+    ('\\\\boxed{17}', '17')
+    """
+    if reads_reply(name):
+        return reply if reply is not None else as_box(answer)
+    return answer

@@ -31,7 +31,7 @@ from masorch.errors import UsageError
 from masorch.plan import DoM, Limits, check
 from masorch.plan.catalogue import KindSignature
 from masorch.plan.parse import DialectChoice
-from masorch.score.registry import get_scorer, reads_reply
+from masorch.score.registry import get_scorer, graded_text
 from masorch.score.scorer import AsyncScorer, Scorer, reward_value
 
 
@@ -187,12 +187,7 @@ def grade(
     >>> grade(reward_scorer("masbench"), "40", "17", "")  # 40 = 17 mod 23; a bare answer is one box
     1.0
     """
-    if reply is not None and reads_reply(scorer.name):
-        text = reply
-    elif scorer.name in ("math", "masbench"):
-        text = _boxed(answer)  # sub-agents return the extracted answer ("17"); these scorers read boxes
-    else:
-        text = answer
+    text = graded_text(scorer.name, answer, reply)  # what eval grades of the same run
     return reward_value(scorer, scorer.score(text, _Gold(ground_truth, question)))
 
 
@@ -248,10 +243,6 @@ def cost_penalty(
         over = max(0.0, max(ratios) - 1.0)
         out.append(-min(t.cap, over) if over else 0.0)
     return out
-
-
-def _boxed(prediction: str) -> str:
-    return prediction if "\\boxed" in prediction else "\\boxed{" + prediction + "}"
 
 
 #: The components by name, in the order they are logged.
