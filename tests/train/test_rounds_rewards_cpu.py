@@ -103,6 +103,15 @@ def test_each_turn_is_capped_at_plan_tokens_as_at_inference(tmp_path) -> None:
     assert args.generation_kwargs == {"max_new_tokens": 512, "repetition_penalty": 1.1}
 
 
+def test_the_synthesis_answers_under_plan_tokens_as_at_inference() -> None:
+    from masorch.run.round_exec import RoundsOptions
+    from masorch.run.system import System
+
+    system = System.parse("mas:rounds", model="local:m", plan_tokens=512)
+    trained = RoundsTrainConfig(plan_tokens=512).options()
+    assert trained.max_tokens == RoundsOptions.of(system).max_tokens == 512
+
+
 def test_cli_lists_the_fields_and_refuses_bad_configs(tmp_path, capsys) -> None:
     from masorch.cli.main import main
 

@@ -169,8 +169,10 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
         return self
 
     def options(self) -> RoundsOptions:
-        """The limits each trajectory runs under, as the rounds mode takes them."""
+        """The limits each trajectory runs under, as the rounds mode takes them (the synthesis at
+        the round cap answers in at most ``plan_tokens`` tokens, as a ``mas:rounds`` system's)."""
         return RoundsOptions(
+            max_tokens=self.plan_tokens,
             max_rounds=self.max_rounds,
             max_calls_per_round=self.max_calls_per_round,
             budget=Budget(max_calls=self.max_calls, max_tokens=self.max_tokens),
