@@ -225,3 +225,27 @@ def test_a_stopped_run_resumes_from_its_checkpoint_and_keeps_one_record_per_traj
     q_proj = "model.layers.0.self_attn.q_proj.weight"
     moved = final.state_dict()[q_proj] - base.state_dict()[q_proj]
     assert moved.abs().max() > 1e-4  # the loaded adapter, merged; a fresh one (B = 0) adds nothing
+
+
+@pytest.mark.timeout(600)
+def test_a_finished_run_started_again_trains_no_more_steps(tmp_path: Path, monkeypatch) -> None:
+    """The same command after the last step saves the final model again and trains nothing more:
+    no further step, checkpoint or trajectory record."""
+    import torch
+
+    out = tmp_path / "run"
+
+    def sitting() -> Any:
+        torch.manual_seed(0)
+        model, tokenizer = tiny_policy()
+        script_turns(monkeypatch, tokenizer)
+        cfg = tiny_config(out, max_steps=1, save_steps=1, resume=True, lora=True)
+        return train_rounds(cfg, subagent=boxed_one(), policy=(model, tokenizer))
+
+    assert sitting().steps == 1
+    records = (out / TRAJECTORIES_FILE).read_text()
+    again = sitting()
+    assert again.steps == 1 and [line["step"] for line in again.logs if "loss" in line] == []
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
+    assert (out / TRAJECTORIES_FILE).read_text() == records
+    assert (out / "final" / "config.json").is_file()

@@ -7,6 +7,7 @@ run with LoRA and with full training, and the config's errors and the CLI's list
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,41 @@ def test_a_killed_run_resumes_from_its_newest_checkpoint(tmp_path: Path) -> None
     assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-3"]
     state = json.loads((run / "checkpoint-3" / "trainer_state.json").read_text())
     assert [h["step"] for h in state["log_history"] if "loss" in h] == [1, 2, 3]  # one history, continued
+
+
+def losses(run: Path) -> list[tuple[int, float]]:
+    lines = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
+    return [(line["step"], line["loss"]) for line in lines if "loss" in line]
+
+
+@pytest.mark.parametrize("lora", [True, False])
+def test_a_finished_run_started_again_trains_no_more_steps(tmp_path: Path, lora: bool) -> None:
+    """The same command after the last step (or after a kill between the last checkpoint and the
+    final model) saves the final model from the last checkpoint, and trains nothing more."""
+    run = tmp_path / "run"
+    cfg = SftConfig(
+        data=str(data(tmp_path)),
+        output_dir=str(run),
+        max_steps=2,
+        save_steps=1,
+        resume=True,
+        gradient_accumulation_steps=1,
+        precision="fp32",
+        gradient_checkpointing=False,
+        lora=lora,
+    )
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)  # the same base weights each sitting (the checkpoints hold LoRA adapters)
+    assert train_sft(cfg, policy=tiny_policy()).steps == 2
+    log = losses(run)
+    first = (run / "final" / "model.safetensors").read_bytes()
+    shutil.rmtree(run / "final")  # killed before the final model was saved
+    torch.manual_seed(0)
+    again = train_sft(cfg, policy=tiny_policy())
+    assert again.steps == 2
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    assert losses(run) == log  # no step trained again
+    assert (run / "final" / "model.safetensors").read_bytes() == first  # the checkpoint's weights
 
 
 def test_sft_config_errors(tmp_path: Path) -> None:

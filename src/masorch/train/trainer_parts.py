@@ -214,18 +214,48 @@ def train_and_save(
     trainer: Any, tokenizer: Any, out: Path, *, lora: bool, sitting: Sitting | None = None
 ) -> Trained:
     """Run a TRL trainer (from ``sitting``'s checkpoint if it has one), then save the model (LoRA
-    merged) and tokenizer as ``out/final``."""
+    merged) and tokenizer as ``out/final``.
+
+    A sitting whose checkpoint is already at the run's ``max_steps`` (the command started again
+    after the last step, or killed between the last checkpoint and the final model) trains nothing:
+    the trainer would go on for a step past ``max_steps``. The final model is saved from the
+    checkpoint's weights.
+    """
     t0 = time.monotonic()
     checkpoint = sitting.checkpoint if sitting else None
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    train_s = time.monotonic() - t0
+    max_steps = int(getattr(trainer.args, "max_steps", -1) or -1)
     model: Any = trainer.model
+    if checkpoint is not None and sitting is not None and 0 < max_steps <= sitting.step:
+        logger.info(
+            "%s is at step %d of %d: the run is complete, nothing to train",
+            checkpoint,
+            sitting.step,
+            max_steps,
+        )
+        model = checkpoint_weights(model, checkpoint, lora=lora)
+    else:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+        model = trainer.model
+    train_s = time.monotonic() - t0
     if lora:
         model = model.merge_and_unload()
     final = out / "final"
     model.save_pretrained(final)
     tokenizer.save_pretrained(final)
-    return Trained(model, final, int(trainer.state.global_step), train_s, sitting.step if sitting else 0)
+    steps = max(int(trainer.state.global_step), sitting.step if sitting else 0)
+    return Trained(model, final, steps, train_s, sitting.step if sitting else 0)
+
+
+def checkpoint_weights(model: Any, checkpoint: Path, *, lora: bool) -> Any:
+    """``model`` with the weights saved in ``checkpoint``: its LoRA adapter loaded into the (PEFT)
+    model, or, for full fine-tuning, the checkpoint's model itself."""
+    if lora:
+        from peft import set_peft_model_state_dict
+        from peft.utils import load_peft_weights
+
+        set_peft_model_state_dict(model, load_peft_weights(str(checkpoint)))
+        return model
+    return type(model).from_pretrained(checkpoint, dtype=model.dtype)
 
 
 def log_callback(
