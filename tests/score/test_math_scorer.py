@@ -64,6 +64,7 @@ def test_extract_prefers_the_box_over_later_numbers():
         ("x=5 or x=-1", "-1"),  # prose ("or"): its last number, as before
         ("the answer is 42", "42"),
         ("2 + 2\n= 4", "4"),  # several lines: not one formula
+        (r"\boxed[9}", "9"),  # a misspelt box: its last number, as before
         ("1+" * 150 + "1", "1"),  # too long for one formula
     ],
 )

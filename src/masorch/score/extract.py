@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-_MARKERS = ("\\boxed", "\\fbox")
+#: The commands that open a box.
+BOX_MARKERS = ("\\boxed", "\\fbox")
 
 
 def _box_at(text: str, start: int) -> tuple[str, int] | None:
@@ -38,7 +39,7 @@ def all_boxed(text: str) -> list[str]:
     out: list[str] = []
     i = 0
     while True:
-        hits = [(text.find(m, i), m) for m in _MARKERS]
+        hits = [(text.find(m, i), m) for m in BOX_MARKERS]
         hits = [(pos, m) for pos, m in hits if pos >= 0]
         if not hits:
             return out

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any, Literal
 
 from masorch.errors import UsageError
-from masorch.score.extract import last_boxed
+from masorch.score.extract import BOX_MARKERS, last_boxed
 from masorch.score.scorer import HasAnswer, Score
 
 log = logging.getLogger(__name__)
@@ -58,12 +58,12 @@ def formula(text: str) -> str | None:
 
     >>> formula(r"\\frac{13}{3}"), formula("$x = 3$."), formula(r"3 \\text{ cm}")
     ('\\\\frac{13}{3}', 'x = 3', '3 \\\\text{ cm}')
-    >>> formula("240 outfits") is None, formula("1\\n2") is None
-    (True, True)
+    >>> formula("240 outfits") is None, formula("1\\n2") is None, formula(r"\\boxed[9}") is None
+    (True, True, True)
     """
     line = text.replace("\\$", "").strip().rstrip(".").strip("$").strip().rstrip(".")
-    if not line or "\n" in line or len(line) > FORMULA_CHARS:
-        return None
+    if not line or "\n" in line or len(line) > FORMULA_CHARS or any(m in line for m in BOX_MARKERS):
+        return None  # a box left open or misspelt (``\\boxed[9}``) is read by its last number
     return None if _WORD.search(_TEXT_GROUP.sub("", line)) else line
 
 
