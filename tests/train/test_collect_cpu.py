@@ -218,6 +218,24 @@ def test_resume_skips_finished_attempts_and_replays_from_the_cache(tmp_path: Pat
     assert len(first.teacher.calls) > 0
 
 
+def test_a_rerun_grades_the_logged_answers_again_and_keeps_the_earlier_verdicts(tmp_path: Path) -> None:
+    cfg = config(tmp_path, samples=1)
+    report, _ = run_collect(cfg)
+    path = tmp_path / "out" / ATTEMPTS_FILE
+    graded = lines(path)
+    assert {a["correct"] for a in graded} == {True, False}
+    # As if a scorer since fixed had graded every answer the other way.
+    path.write_text("".join(json.dumps({**a, "correct": not a["correct"]}) + "\n" for a in graded))
+    again, models = run_collect(cfg)
+    log = lines(path)
+    assert len(models.teacher.calls) == 0 and len(log) == 2 * len(graded)  # nothing sampled, nothing lost
+    assert [a["correct"] for a in log[len(graded) :]] == [a["correct"] for a in graded]
+    assert [a["regraded"]["correct"] for a in log[len(graded) :]] == [not a["correct"] for a in graded]
+    assert again.summary["kept"] == report.summary["kept"]
+    run_collect(cfg)
+    assert len(lines(path)) == 2 * len(graded)  # verdicts that stand are not logged again
+
+
 def test_a_rerun_with_other_sampling_settings_is_refused(tmp_path: Path) -> None:
     run_collect(config(tmp_path, samples=1))
     with pytest.raises(UsageError, match="temperature"):

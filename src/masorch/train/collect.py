@@ -8,10 +8,11 @@ mode up to K times through the one run path (:func:`masorch.run.run`), sample k 
 (:mod:`masorch.run.faults`); each run is graded by the scorer eval uses
 (:func:`masorch.eval.item.grade`). Every attempt is appended to ``attempts.jsonl`` as soon as it
 ends, so a killed run loses nothing: a rerun skips the samples already there (and every call is in
-the record/replay cache). Then :func:`~masorch.train.collect_select.select` keeps at most one
-correct trajectory per question, recoveries first, under the tool-balance constraint, and the kept
-set is written as ``sft.jsonl`` (and ``sft.parquet`` where pyarrow is installed) with
-``summary.json``.
+the record/replay cache), after grading the logged answers again with today's scorer
+(:func:`regrade`: a verdict that changed is logged again, the earlier one kept). Then
+:func:`~masorch.train.collect_select.select` keeps at most one correct trajectory per question,
+recoveries first, under the tool-balance constraint, and the kept set is written as ``sft.jsonl``
+(and ``sft.parquet`` where pyarrow is installed) with ``summary.json``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from masorch.eval.sources import DataSource, resolve
 from masorch.run.environment import Environment, EnvSpec, default_backend_factory
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
-from masorch.score.scorer import Score
+from masorch.score.registry import graded_text
+from masorch.score.scorer import Score, score_async
 from masorch.train.collect_config import CollectConfig
 from masorch.train.collect_output import summarize, write_dataset, write_parquet
 from masorch.train.collect_select import best_possible, protocol_errors, recovered, select
@@ -257,12 +259,14 @@ def collect(
     _repair_tail(log.path)
     logged = [a for a in latest(log.read()) if int(a["sample"]) < cfg.samples]
     _check_scorers(items, logged)
+    spec = spec or env_spec(cfg)
+    logged = asyncio.run(regrade(items, logged, spec, log))
     earlier = _earlier(cfg, logged)
     todo = [q for q in items if not _finished(cfg, earlier.get(q.key, []))]
     if on_start is not None:
         on_start(len(items), len(items) - len(todo))
     t0 = time.monotonic()
-    asyncio.run(_sample_all(cfg, spec or env_spec(cfg), todo, earlier, log, on_attempt))
+    asyncio.run(_sample_all(cfg, spec, todo, earlier, log, on_attempt))
     wall = time.monotonic() - t0
     attempts = _config_attempts(cfg, items, log.read())
     selection = select(attempts, max_tool_share=cfg.max_tool_share)
@@ -273,6 +277,51 @@ def collect(
     summary_path = out / SUMMARY_FILE
     summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     return CollectReport(summary, log.path, dataset, parquet, summary_path)
+
+
+async def regrade(
+    items: Sequence[Question], logged: Sequence[Attempt], spec: EnvSpec, log: AttemptLog
+) -> list[Attempt]:
+    """``logged`` graded again by today's scorers, from each finished attempt's logged answer (what
+    a multi-round run is graded on: :func:`~masorch.score.registry.graded_text` of its answer, as
+    :func:`~masorch.eval.item.grade` grades it). An attempt whose verdict changed (a scorer fixed
+    since it was logged) is appended to ``log`` again with the new verdict and the earlier one under
+    ``regraded``; it replaces the old line (:func:`latest`), which stays in the log."""
+    by_key = {q.key: q for q in items}
+    out: list[Attempt] = []
+    env = Environment(spec)
+    try:
+        for a in logged:
+            q = by_key.get(str(a["id"]))
+            if q is None or a.get("status") != "ok":
+                out.append(a)
+                continue
+            name = q.source.scorer
+            verdict = await score_async(env.scorer(name), graded_text(name, str(a["answer"])), q.sample)
+            if bool(verdict.correct) == bool(a["correct"]):
+                out.append(a)
+                continue
+            correct = bool(verdict.correct)
+            again = {
+                **a,
+                "correct": correct,
+                "score": float(verdict.value),
+                "recovered": recovered({"correct": correct, "statuses": a["statuses"]}),
+                "regraded": {"correct": a["correct"], "score": a.get("score")},
+            }
+            logger.warning(
+                "%s sample %s: answer %r regraded %s (was %s)",
+                a["id"],
+                a["sample"],
+                a["answer"],
+                "correct" if correct else "wrong",
+                "correct" if a["correct"] else "wrong",
+            )
+            log.append(again)
+            out.append(again)
+    finally:
+        await env.aclose()
+    return out
 
 
 def _config_attempts(
@@ -330,7 +379,7 @@ def check_settings(cfg: CollectConfig) -> None:
 
 
 def _check_scorers(items: Sequence[Question], attempts: Sequence[Attempt]) -> None:
-    """A logged attempt's verdict is kept, so a question's scorer must not change under it."""
+    """A logged attempt is graded again by its question's scorer, which must not change under it."""
     scorer = {q.key: q.source.scorer for q in items}
     for a in attempts:
         now, then = scorer.get(str(a["id"])), a.get("scorer")
