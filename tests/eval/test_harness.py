@@ -203,6 +203,29 @@ def test_first_runs_a_dataset_before_the_others_and_a_resume_keeps_its_records(t
     assert tally.done == tally.total == 6 and len(RunLog.read(tmp_path / "o")[1]) == 6
 
 
+def test_a_resume_grades_the_logged_answers_again_where_they_are_logged(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 3)))
+    systems = parse_systems("sas:cot,mas:rounds", model="scripted:m")
+    evaluate(systems, [data], tmp_path / "o", env_spec=_env(wrong_every=2))
+    _, graded = RunLog.read(tmp_path / "o")
+    path = tmp_path / "o" / "log.jsonl"
+    head, *rest = path.read_text().splitlines()
+    # As if a scorer since fixed had graded every run the other way.
+    flipped = [{**json.loads(x), "correct": not json.loads(x)["correct"]} for x in rest]
+    path.write_text("\n".join([head, *map(json.dumps, flipped)]) + "\n")
+    tally = evaluate(systems, [data], tmp_path / "o", options=EvalOptions(resume=True), env_spec=_env())
+    _, again = RunLog.read(tmp_path / "o")
+    before = {r["key"]: r for r in graded}
+    for rec in again:
+        if rec["system"] == "mas:rounds":  # its reply is its answer, boxed: graded again
+            assert rec["correct"] == before[rec["key"]]["correct"]
+            assert rec["regraded"]["correct"] == (not rec["correct"])
+        else:  # a plan's reply is not logged: its verdict is left as it is
+            assert rec["correct"] != before[rec["key"]]["correct"] and "regraded" not in rec
+    assert tally.correct == sum(r["correct"] for r in again)
+    assert len(path.read_text().splitlines()) == 1 + 6 + 1 + 3  # header, records, resume, regraded
+
+
 def test_first_with_an_unknown_dataset_names_the_known_ones_and_writes_nothing(tmp_path: Path) -> None:
     depth = resolve(str(write_sums(tmp_path / "d.jsonl", 2)))
     systems = parse_systems("sas:cot", model="scripted:m")

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import MasorchError
-from masorch.eval.item import Recorder, WorkItem, failed_record, run_item, work_items
+from masorch.eval.item import Recorder, WorkItem, failed_record, regrade, run_item, work_items
 from masorch.eval.log import RunLog
 from masorch.eval.sources import DataSource
 from masorch.redact import redact
@@ -148,6 +148,8 @@ def evaluate(
     }
     every = work_items(systems, sources, opts.first)  # a bad --first fails before the log is touched
     with RunLog.create(out, header, resume=opts.resume) as log:
+        if log.records:
+            asyncio.run(_regrade(log, every, spec))
         done = log.done_keys(retry_failed=opts.retry_failed)
         items = [i for i in every if i.key not in done]
         tally = Tally(total=len(items) + len(done))
@@ -177,6 +179,25 @@ def evaluate(
         finally:
             traces.close()
     return tally
+
+
+async def _regrade(log: RunLog, items: Sequence[WorkItem], spec: EnvSpec) -> None:
+    """Grade a resumed log's records again with today's scorers (:func:`regrade`): a verdict that
+    changed since it was logged (a scorer fixed) is logged again, the earlier one kept in it."""
+    by_key = {item.key: item for item in items}
+    env = Environment(spec)
+    changed = 0
+    try:
+        for rec in log.records:
+            item = by_key.get(rec["key"])
+            again = await regrade(rec, item.sample, item.scorer, env) if item is not None else None
+            if again is not None:
+                log.append({k: v for k, v in again.items() if k != "type"})
+                changed += 1
+    finally:
+        await env.aclose()
+    if changed:
+        logger.warning("%d logged verdicts changed when graded again by today's scorers", changed)
 
 
 async def _run_local_env(

@@ -29,7 +29,7 @@ from masorch.run.environment import Environment
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
 from masorch.run.system import System
-from masorch.score.registry import graded_text
+from masorch.score.registry import graded_text, reads_reply
 from masorch.score.scorer import Score, score_async
 from masorch.trace.events import Event, LlmCall
 from masorch.trace.writer import CallbackSink
@@ -153,6 +153,32 @@ async def grade(result: RunResult, sample: Sample, scorer: str, env: Environment
     if not result.ok:
         return None
     return await score_async(env.scorer(scorer), graded_text(scorer, result.answer, result.reply), sample)
+
+
+async def regrade(
+    record: dict[str, Any], sample: Sample, scorer: str, env: Environment
+) -> dict[str, Any] | None:
+    """A logged run (an eval record, a collected attempt) graded again by ``scorer`` as it is now,
+    from its logged answer: a copy with the new verdict (the earlier one under ``regraded``) when
+    it changed, else None. A run that did not end ``ok`` has no verdict, and the reply a reply
+    scorer grades is logged only as a multi-round run's answer (:attr:`RunResult.reply`): the
+    others are left as they are (None).
+    """
+    if record.get("status") != "ok" or (reads_reply(scorer) and record.get("rounds") is None):
+        return None
+    verdict = await score_async(
+        env.scorer(scorer), graded_text(scorer, str(record.get("answer", ""))), sample
+    )
+    if bool(verdict.correct) == bool(record.get("correct")) and float(verdict.value) == record.get("score"):
+        return None
+    earlier = {k: record.get(k) for k in ("correct", "score", "details") if k in record}
+    return {
+        **record,
+        "correct": bool(verdict.correct),
+        "score": float(verdict.value),
+        "details": dict(verdict.details),
+        "regraded": earlier,
+    }
 
 
 def failed_record(item: WorkItem, error: str, wall_s: float = 0.0) -> dict[str, Any]:

@@ -33,12 +33,12 @@ from masorch.backends.cache import CachingFactory
 from masorch.errors import UsageError
 from masorch.eval.datasets import Sample
 from masorch.eval.item import grade
+from masorch.eval.item import regrade as regrade_record
 from masorch.eval.sources import DataSource, resolve
 from masorch.run.environment import Environment, EnvSpec, default_backend_factory
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
-from masorch.score.registry import graded_text
-from masorch.score.scorer import Score, score_async
+from masorch.score.scorer import Score
 from masorch.train.collect_config import CollectConfig
 from masorch.train.collect_output import summarize, write_dataset, write_parquet
 from masorch.train.collect_select import best_possible, protocol_errors, recovered, select
@@ -282,40 +282,27 @@ def collect(
 async def regrade(
     items: Sequence[Question], logged: Sequence[Attempt], spec: EnvSpec, log: AttemptLog
 ) -> list[Attempt]:
-    """``logged`` graded again by today's scorers, from each finished attempt's logged answer (what
-    a multi-round run is graded on: :func:`~masorch.score.registry.graded_text` of its answer, as
-    :func:`~masorch.eval.item.grade` grades it). An attempt whose verdict changed (a scorer fixed
-    since it was logged) is appended to ``log`` again with the new verdict and the earlier one under
-    ``regraded``; it replaces the old line (:func:`latest`), which stays in the log."""
+    """``logged`` graded again by today's scorers (:func:`masorch.eval.item.regrade`, as eval grades
+    a resumed log). An attempt whose verdict changed (a scorer fixed since it was logged) is
+    appended to ``log`` again with the new verdict and the earlier one under ``regraded``; it
+    replaces the old line (:func:`latest`), which stays in the log."""
     by_key = {q.key: q for q in items}
     out: list[Attempt] = []
     env = Environment(spec)
     try:
         for a in logged:
             q = by_key.get(str(a["id"]))
-            if q is None or a.get("status") != "ok":
+            again = await regrade_record(a, q.sample, q.source.scorer, env) if q is not None else None
+            if again is None:
                 out.append(a)
                 continue
-            name = q.source.scorer
-            verdict = await score_async(env.scorer(name), graded_text(name, str(a["answer"])), q.sample)
-            if bool(verdict.correct) == bool(a["correct"]):
-                out.append(a)
-                continue
-            correct = bool(verdict.correct)
-            again = {
-                **a,
-                "correct": correct,
-                "score": float(verdict.value),
-                "recovered": recovered({"correct": correct, "statuses": a["statuses"]}),
-                "regraded": {"correct": a["correct"], "score": a.get("score")},
-            }
+            again["recovered"] = recovered({"correct": again["correct"], "statuses": a["statuses"]})
             logger.warning(
-                "%s sample %s: answer %r regraded %s (was %s)",
+                "%s sample %s: answer %r graded again: %s (was %s)",
                 a["id"],
                 a["sample"],
                 a["answer"],
-                "correct" if correct else "wrong",
-                "correct" if a["correct"] else "wrong",
+                *("correct" if v else "wrong" for v in (again["correct"], a["correct"])),
             )
             log.append(again)
             out.append(again)
