@@ -61,10 +61,17 @@ def test_extract_prefers_the_box_over_later_numbers():
         (r"\frac{13}{3}", r"\frac{13}{3}"),
         ("$x = 3$.", "x = 3"),
         (r"12 \text{ inches}", r"12 \text{ inches}"),
-        ("x=5 or x=-1", "-1"),  # prose ("or"): its last number, as before
+        ("x=5 or x=-1", "x=-1"),  # prose ("or"): the formula after the last word
         ("the answer is 42", "42"),
         ("2 + 2\n= 4", "4"),  # several lines: not one formula
         (r"\boxed[9}", "9"),  # a misspelt box: its last number, as before
+        (r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}", r"\begin{pmatrix} 1 \\ 2 \end{pmatrix}"),
+        ("2xy", "2xy"),  # letters inside a formula are variables, not prose
+        (r"\sqrt{xy}", r"\sqrt{xy}"),
+        (r"The answer is \frac{13}{3}", r"\frac{13}{3}"),  # the formula after the prose
+        (r"So $x = \frac{13}{3}$.", r"x = \frac{13}{3}"),
+        (r"5\sqrt{2} units", r"5\sqrt{2}"),
+        ("The answer is:\n-7", "-7"),
         ("1+" * 150 + "1", "1"),  # too long for one formula
     ],
 )
@@ -93,6 +100,8 @@ CASES = [
     ("(-2, 3)", "3", False),
     (r"\$18.90.", "18.90", True),
     ("240 outfits", "240", True),
+    (r"The answer is \frac{13}{3}.", "3", False),
+    (r"\frac{ab}{2}", r"\frac{ab}{2}", True),
 ]
 
 

@@ -29,7 +29,7 @@ from masorch.run.environment import Environment
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
 from masorch.run.system import System
-from masorch.score.registry import graded_text, reads_reply
+from masorch.score.registry import PURE_SCORERS, canonical_scorer, graded_text, reads_reply
 from masorch.score.scorer import Score, score_async
 from masorch.trace.events import Event, LlmCall
 from masorch.trace.writer import CallbackSink
@@ -162,13 +162,18 @@ async def regrade(
     from its logged answer: a copy with the new verdict (the earlier one under ``regraded``) when
     it changed, else None. A run that did not end ``ok`` has no verdict, and the reply a reply
     scorer grades is logged only as a multi-round run's answer (:attr:`RunResult.reply`): the
-    others are left as they are (None).
+    others are left as they are (None), as are verdicts of a judge model (only
+    :data:`~masorch.score.registry.PURE_SCORERS` grade again) and comparisons that time out.
     """
     if record.get("status") != "ok" or (reads_reply(scorer) and record.get("rounds") is None):
         return None
+    if canonical_scorer(scorer) not in PURE_SCORERS:
+        return None  # a judge model's verdict is not asked again (cost, and it may drift)
     verdict = await score_async(
         env.scorer(scorer), graded_text(scorer, str(record.get("answer", ""))), sample
     )
+    if verdict.details.get("undecided"):
+        return None  # a comparison that timed out keeps the logged verdict
     if bool(verdict.correct) == bool(record.get("correct")) and float(verdict.value) == record.get("score"):
         return None
     earlier = {k: record.get(k) for k in ("correct", "score", "details") if k in record}

@@ -45,41 +45,65 @@ def last_number(text: str) -> str | None:
     return numbers[-1].replace(",", "") if numbers else None
 
 
-#: A word of prose: two letters or more, not a LaTeX command's name (``\\frac``) nor inside one.
-_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{2,}")
+#: A word of prose: two letters or more, standing alone between spaces (or the ends, or before a
+#: punctuation mark): ``answer``, ``cm``, ``or``; not ``xy`` in ``2xy``, ``pmatrix`` or ``\\frac``.
+_PROSE = re.compile(r"(?:(?<=\s)|^)[A-Za-z]{2,}(?=[\s.,;:!?]|$)")
 #: LaTeX text groups (``\\text{ cm}``): units and labels, not prose around a formula.
-_TEXT_GROUP = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox|operatorname)\s*\{[^{}]*\}")
+_TEXT_GROUP = re.compile(
+    r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|emph|mbox|operatorname)"
+    r"\s*\{[^{}]*\}"
+)
 #: The longest unboxed line still read as one formula.
 FORMULA_CHARS = 200
 
 
 def formula(text: str) -> str | None:
-    """``text`` as one formula when it is one: a single line without prose, ``$`` and end stop removed.
+    """``text`` as one formula when it is one: a single line without prose, ``$``, a leading ``=``
+    and end punctuation removed.
 
-    >>> formula(r"\\frac{13}{3}"), formula("$x = 3$."), formula(r"3 \\text{ cm}")
-    ('\\\\frac{13}{3}', 'x = 3', '3 \\\\text{ cm}')
+    >>> formula(r"\\frac{13}{3}"), formula("$x = 3$."), formula(r"3 \\text{ cm}"), formula("2xy")
+    ('\\\\frac{13}{3}', 'x = 3', '3 \\\\text{ cm}', '2xy')
     >>> formula("240 outfits") is None, formula("1\\n2") is None, formula(r"\\boxed[9}") is None
     (True, True, True)
     """
-    line = text.replace("\\$", "").strip().rstrip(".").strip("$").strip().rstrip(".")
+    line = (
+        text.replace("\\$", "").strip().rstrip(".,;:").strip("$").strip().rstrip(".,;:").lstrip("=").strip()
+    )
     if not line or "\n" in line or len(line) > FORMULA_CHARS or any(m in line for m in BOX_MARKERS):
         return None  # a box left open or misspelt (``\\boxed[9}``) is read by its last number
-    return None if _WORD.search(_TEXT_GROUP.sub("", line)) else line
+    return None if _PROSE.search(_TEXT_GROUP.sub("", line)) else line
+
+
+def _formula_in_prose(text: str) -> str | None:
+    """The last formula between the prose words of ``text``'s last line (``The answer is
+    \\frac{13}{3}`` gives ``\\frac{13}{3}``), if it holds a digit or a LaTeX command."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return None
+    for piece in reversed(_PROSE.split(lines[-1])):
+        found = formula(piece)
+        if found is not None and any(ch.isdigit() or ch == "\\" for ch in found):
+            return found
+    return None
 
 
 def extract_answer(text: str) -> str | None:
     """The final answer of a solution: its last boxed expression; else the text itself when it is one
-    formula (a bare answer such as ``\\frac{13}{3}``: its last number, 3, is not its value); else its
-    last number (prose such as "240 outfits").
+    formula (a bare answer such as ``\\frac{13}{3}``: its last number, 3, is not its value); else the
+    last formula between the prose words of its last line; else its last number.
 
     >>> extract_answer(r"so \\boxed{5}"), extract_answer(r"5\\sqrt{2}"), extract_answer("it is 12, not 13")
     ('5', '5\\\\sqrt{2}', '13')
+    >>> extract_answer(r"The answer is $\\frac{13}{3}$ cm."), extract_answer("Thus 240 outfits")
+    ('\\\\frac{13}{3}', '240')
     """
     boxed = last_boxed(text)
     if boxed is not None:
         return boxed
-    whole = formula(text)
-    return whole if whole is not None else last_number(text)
+    for found in (formula(text), _formula_in_prose(text)):
+        if found is not None:
+            return found
+    return last_number(text)
 
 
 def _as_latex(expr: str) -> str:
@@ -225,7 +249,8 @@ class MathScorer:
             return Score(False, 0.0, {**details, "method": "none", "error": "no answer found"})
         status, payload = self.compare(extracted, sample.answer)
         if status != "ok":
-            return Score(False, 0.0, {**details, "method": "none", "error": payload})
+            # undecided: the comparison timed out or failed, so this 0 is not a verdict on the answer
+            return Score(False, 0.0, {**details, "method": "none", "error": payload, "undecided": True})
         equal, method = payload
         return Score(equal, float(equal), {**details, "method": method})
 

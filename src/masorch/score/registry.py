@@ -127,6 +127,11 @@ def reads_reply(name: str) -> bool:
     return name in REPLY_SCORERS
 
 
+#: The scorers whose verdict is a function of the graded text alone (no model is asked): a logged
+#: run can be graded again by them for nothing (:func:`masorch.eval.item.regrade`).
+PURE_SCORERS = frozenset({"masbench", "masbench_final", "math", "exact", "f1"})
+
+
 def graded_text(name: str, answer: str, reply: str | None = None) -> str:
     """What the scorer ``name`` grades of a run, in eval, collection and training alike.
 

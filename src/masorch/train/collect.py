@@ -280,12 +280,12 @@ def collect(
 
 
 async def regrade(
-    items: Sequence[Question], logged: Sequence[Attempt], spec: EnvSpec, log: AttemptLog
+    items: Sequence[Question], logged: Sequence[Attempt], spec: EnvSpec, log: AttemptLog | None
 ) -> list[Attempt]:
     """``logged`` graded again by today's scorers (:func:`masorch.eval.item.regrade`, as eval grades
     a resumed log). An attempt whose verdict changed (a scorer fixed since it was logged) is
-    appended to ``log`` again with the new verdict and the earlier one under ``regraded``; it
-    replaces the old line (:func:`latest`), which stays in the log."""
+    appended to ``log`` (when given) again with the new verdict and the earlier one under
+    ``regraded``; it replaces the old line (:func:`latest`), which stays in the log."""
     by_key = {q.key: q for q in items}
     out: list[Attempt] = []
     env = Environment(spec)
@@ -304,7 +304,8 @@ async def regrade(
                 a["answer"],
                 *("correct" if v else "wrong" for v in (again["correct"], a["correct"])),
             )
-            log.append(again)
+            if log is not None:
+                log.append(again)
             out.append(again)
     finally:
         await env.aclose()
@@ -330,7 +331,8 @@ def _earlier(cfg: CollectConfig, logged: Sequence[Attempt]) -> dict[str, list[At
 
 
 def collect_state(cfg: CollectConfig) -> dict[str, Any]:
-    """Where a collection stands, from its attempts log alone (nothing runs, nothing is written):
+    """Where a collection stands, from its attempts log alone (no model runs, nothing is written;
+    logged answers are graded again as a rerun grades them):
     the figures :func:`collect` would write if it stopped now (``wall_s_this_run`` is 0), and how
     many of its questions are finished."""
     log = AttemptLog(cfg.out / ATTEMPTS_FILE)
@@ -340,6 +342,7 @@ def collect_state(cfg: CollectConfig) -> dict[str, Any]:
         )
     items = questions(cfg)
     attempts = _config_attempts(cfg, items, log.read())
+    attempts = asyncio.run(regrade(items, attempts, EnvSpec(), None))  # as a rerun would grade them
     by_question = _earlier(cfg, attempts)
     state = summarize(cfg, attempts, select(attempts, max_tool_share=cfg.max_tool_share), wall_s=0.0)
     state["questions_total"] = len(items)

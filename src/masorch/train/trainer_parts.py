@@ -155,8 +155,10 @@ class Trained:
 
     @property
     def seconds_per_step(self) -> float:
-        """Training seconds per step of this sitting (a resumed run's earlier steps not counted)."""
-        return self.train_s / max(1, self.steps - self.first_step)
+        """Training seconds per step of this sitting (a resumed run's earlier steps not counted;
+        0 when it trained none: a finished run started again)."""
+        trained = self.steps - self.first_step
+        return self.train_s / trained if trained > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -255,7 +257,7 @@ def checkpoint_weights(model: Any, checkpoint: Path, *, lora: bool) -> Any:
 
         set_peft_model_state_dict(model, load_peft_weights(str(checkpoint)))
         return model
-    return type(model).from_pretrained(checkpoint, dtype=model.dtype)
+    return type(model).from_pretrained(checkpoint, dtype=model.dtype).to(model.device)
 
 
 def log_callback(
