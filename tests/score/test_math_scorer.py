@@ -61,7 +61,7 @@ def test_extract_prefers_the_box_over_later_numbers():
         (r"\frac{13}{3}", r"\frac{13}{3}"),
         ("$x = 3$.", "x = 3"),
         (r"12 \text{ inches}", r"12 \text{ inches}"),
-        ("x=5 or x=-1", "x=-1"),  # prose ("or"): the formula after the last word
+        ("x=5 or x=-1", "-1"),  # prose ("or") without LaTeX: its last number, as before
         ("the answer is 42", "42"),
         ("2 + 2\n= 4", "4"),  # several lines: not one formula
         (r"\boxed[9}", "9"),  # a misspelt box: its last number, as before
@@ -72,6 +72,15 @@ def test_extract_prefers_the_box_over_later_numbers():
         (r"So $x = \frac{13}{3}$.", r"x = \frac{13}{3}"),
         (r"5\sqrt{2} units", r"5\sqrt{2}"),
         ("The answer is:\n-7", "-7"),
+        # prose around a plain number: its last number, as before
+        ("The answer is **12**.", "12"),
+        ("**12**", "12"),
+        ("The answer is 12 (twelve).", "12"),
+        ("So there are 6 two-digit numbers.", "6"),
+        ("The answer is 12!", "12"),
+        ("so\n\\[\n12\n\\]", "12"),  # a display-math line ends the reply
+        ("x=1\n\\begin{align*}x&=12\n\\end{align*}", "12"),
+        (r"Final answer: $\frac{1}{2}$", r"\frac{1}{2}"),
         ("1+" * 150 + "1", "1"),  # too long for one formula
     ],
 )

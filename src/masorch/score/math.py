@@ -45,44 +45,51 @@ def last_number(text: str) -> str | None:
     return numbers[-1].replace(",", "") if numbers else None
 
 
-#: A word of prose: two letters or more, standing alone between spaces (or the ends, or before a
-#: punctuation mark): ``answer``, ``cm``, ``or``; not ``xy`` in ``2xy``, ``pmatrix`` or ``\\frac``.
+#: A word of prose between spaces (or the ends, or before a punctuation mark): ``answer``, ``cm``.
 _PROSE = re.compile(r"(?:(?<=\s)|^)[A-Za-z]{2,}(?=[\s.,;:!?]|$)")
-#: LaTeX text groups (``\\text{ cm}``): units and labels, not prose around a formula.
-_TEXT_GROUP = re.compile(
-    r"\\(?:text|textbf|textit|textrm|textsf|textnormal|mathrm|mathbf|mathit|emph|mbox|operatorname)"
-    r"\s*\{[^{}]*\}"
+#: A word anywhere once LaTeX is taken out (``twelve`` in ``12 (twelve)``, ``two`` in ``two-digit``);
+#: letters after a digit, a letter or a brace are variables (``2xy``, ``\\frac{ab}{2}``).
+_WORD = re.compile(r"(?<![A-Za-z0-9{_^])[A-Za-z]{2,}")
+#: What is taken out before looking for words: text groups (``\\text{ cm}``), environments'
+#: names (``\\begin{pmatrix}``) and every command's name (``\\sqrt``).
+_LATEX = re.compile(
+    r"\\(?:text[a-z]*|mathrm|mathbf|mathit|emph|mbox|operatorname|begin|end)\s*\{[^{}]*\}|\\[A-Za-z]+"
+)
+#: A command that makes a value (``\\frac``, ``\\sqrt``, ``\\pi``): not a delimiter or a layout command.
+_VALUE_COMMAND = re.compile(
+    r"\\(?!(?:begin|end|left|right|quad|qquad|text[a-z]*|mathrm|mbox|emph)\b)[A-Za-z]+"
 )
 #: The longest unboxed line still read as one formula.
 FORMULA_CHARS = 200
 
 
 def formula(text: str) -> str | None:
-    """``text`` as one formula when it is one: a single line without prose, ``$``, a leading ``=``
-    and end punctuation removed.
+    """``text`` as one formula when it is one: a single line without words, ``$``, ``**``, a leading
+    ``=`` or ``:`` and end punctuation removed.
 
-    >>> formula(r"\\frac{13}{3}"), formula("$x = 3$."), formula(r"3 \\text{ cm}"), formula("2xy")
+    >>> formula(r"\\frac{13}{3}"), formula("$x = 3$."), formula(r"3 \\text{ cm}"), formula("**2xy**")
     ('\\\\frac{13}{3}', 'x = 3', '3 \\\\text{ cm}', '2xy')
-    >>> formula("240 outfits") is None, formula("1\\n2") is None, formula(r"\\boxed[9}") is None
-    (True, True, True)
+    >>> [formula(t) for t in ("240 outfits", "12 (twelve)", "1\\n2", r"\\boxed[9}")]
+    [None, None, None, None]
     """
-    line = (
-        text.replace("\\$", "").strip().rstrip(".,;:").strip("$").strip().rstrip(".,;:").lstrip("=").strip()
-    )
+    line = text.replace("\\$", "").strip()
+    for _ in range(2):  # "$x$.", "**12**." and ": $x$"
+        line = line.rstrip(".,;:").lstrip("=:").strip().strip("$").strip("*").strip()
     if not line or "\n" in line or len(line) > FORMULA_CHARS or any(m in line for m in BOX_MARKERS):
         return None  # a box left open or misspelt (``\\boxed[9}``) is read by its last number
-    return None if _PROSE.search(_TEXT_GROUP.sub("", line)) else line
+    return None if _WORD.search(_LATEX.sub(" ", line)) else line
 
 
 def _formula_in_prose(text: str) -> str | None:
-    """The last formula between the prose words of ``text``'s last line (``The answer is
-    \\frac{13}{3}`` gives ``\\frac{13}{3}``), if it holds a digit or a LaTeX command."""
+    """The last formula between the prose words of ``text``'s last line that makes a value with a
+    LaTeX command (``The answer is \\frac{13}{3}`` gives ``\\frac{13}{3}``, whose last number, 3,
+    is not its value); None when there is none (a plain number is then read as the last number)."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
         return None
     for piece in reversed(_PROSE.split(lines[-1])):
         found = formula(piece)
-        if found is not None and any(ch.isdigit() or ch == "\\" for ch in found):
+        if found is not None and _VALUE_COMMAND.search(found):
             return found
     return None
 
@@ -90,7 +97,7 @@ def _formula_in_prose(text: str) -> str | None:
 def extract_answer(text: str) -> str | None:
     """The final answer of a solution: its last boxed expression; else the text itself when it is one
     formula (a bare answer such as ``\\frac{13}{3}``: its last number, 3, is not its value); else the
-    last formula between the prose words of its last line; else its last number.
+    last LaTeX formula between the prose words of its last line; else its last number.
 
     >>> extract_answer(r"so \\boxed{5}"), extract_answer(r"5\\sqrt{2}"), extract_answer("it is 12, not 13")
     ('5', '5\\\\sqrt{2}', '13')
