@@ -163,7 +163,7 @@ async def regrade(
     it changed, else None. A run that did not end ``ok`` has no verdict, and the reply a reply
     scorer grades is logged only as a multi-round run's answer (:attr:`RunResult.reply`): the
     others are left as they are (None), as are verdicts of a judge model (only
-    :data:`~masorch.score.registry.PURE_SCORERS` grade again) and comparisons that time out.
+    :data:`~masorch.score.registry.PURE_SCORERS` grade again) and comparisons that time out or fail.
     """
     if record.get("status") != "ok" or (reads_reply(scorer) and record.get("rounds") is None):
         return None
@@ -173,7 +173,7 @@ async def regrade(
         env.scorer(scorer), graded_text(scorer, str(record.get("answer", ""))), sample
     )
     if verdict.details.get("undecided"):
-        return None  # a comparison that timed out keeps the logged verdict
+        return None  # a comparison that timed out or failed keeps the logged verdict
     if bool(verdict.correct) == bool(record.get("correct")) and float(verdict.value) == record.get("score"):
         return None
     earlier = {k: record.get(k) for k in ("correct", "score", "details") if k in record}
