@@ -59,7 +59,9 @@ def test_two_grpo_steps_log_rewards_and_save_a_loadable_checkpoint(tmp_path: Pat
     more = train_grpo(
         cfg.model_copy(update={"max_steps": 3}), subagent=ScriptedBackend(lambda m, c: "\\boxed{3}")
     )
-    assert more.steps == 3 and [line["step"] for line in more.logs if "loss" in line] == [3]
+    trained = [line["step"] for line in more.logs if "loss" in line]
+    assert more.steps == 3 and trained == [1, 2, 3]  # the run's steps, step 3 trained now
+    assert more.logs[: len(report.logs)] == report.logs
     assert (tmp_path / "run" / "eval_before" / "log.jsonl").read_text().startswith(before_log)
     logged = [json.loads(x)["step"] for x in (tmp_path / "run" / LOG_FILE).read_text().splitlines()]
     assert [s for s in logged if s] == sorted(s for s in logged if s)  # one history, in order

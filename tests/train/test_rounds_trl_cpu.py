@@ -214,7 +214,8 @@ def test_a_stopped_run_resumes_from_its_checkpoint_and_keeps_one_record_per_traj
 
     second = sitting(2)
     assert second.steps == 2
-    assert [line["step"] for line in second.logs if "loss" in line] == [2]  # only step 2 trained now
+    assert [line["step"] for line in second.logs if "loss" in line] == [1, 2]  # the run's steps
+    assert second.logs[: len(first.logs)] == first.logs  # step 1 kept, not trained again
     records = [json.loads(x) for x in (out / TRAJECTORIES_FILE).read_text().splitlines()]
     assert [r["step"] for r in records] == [0, 0, 1, 1]
     assert "killed mid-step" not in {r["id"] for r in records}
@@ -242,10 +243,13 @@ def test_a_finished_run_started_again_trains_no_more_steps(tmp_path: Path, monke
         cfg = tiny_config(out, max_steps=1, save_steps=1, resume=True, lora=True)
         return train_rounds(cfg, subagent=boxed_one(), policy=(model, tokenizer))
 
-    assert sitting().steps == 1
-    records = (out / TRAJECTORIES_FILE).read_text()
+    first = sitting()
+    assert first.steps == 1
+    records, log = (out / TRAJECTORIES_FILE).read_text(), (out / "log.jsonl").read_text()
     again = sitting()
-    assert again.steps == 1 and [line["step"] for line in again.logs if "loss" in line] == []
+    assert again.steps == 1 and (out / "log.jsonl").read_text() == log  # no step trained again
+    assert again.logs == first.logs  # the report still holds the run's steps
+    assert json.loads((out / "report.json").read_text())["logs"] == first.logs
     assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1"]
     assert (out / TRAJECTORIES_FILE).read_text() == records
     assert (out / "final" / "config.json").is_file()

@@ -144,6 +144,7 @@ def test_a_finished_run_started_again_trains_no_more_steps(tmp_path: Path, lora:
     assert again.steps == 2
     assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     assert losses(run) == log  # no step trained again
+    assert [(line["step"], line["loss"]) for line in again.logs if "loss" in line] == log  # the run's steps
     assert (run / "final" / "model.safetensors").read_bytes() == first  # the checkpoint's weights
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from masorch.errors import require_extra
+from masorch.files import iter_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -264,8 +265,18 @@ def log_callback(
     path: Path, on_log: Callable[[dict[str, Any]], None] | None, max_train_s: float | None
 ) -> Any:
     """A ``TrainerCallback`` that appends each log line to ``path`` (and passes it to ``on_log``),
-    and stops training cleanly once ``max_train_s`` seconds have passed."""
+    and stops training cleanly once ``max_train_s`` seconds have passed.
+
+    Its ``lines`` start with those already in ``path`` (the earlier sittings' steps that
+    :func:`begin_sitting` kept), so a report made from them covers the whole run, also when a
+    sitting trains nothing (a finished run started again)."""
     from transformers import TrainerCallback
+
+    earlier = (
+        [line for _, line in iter_jsonl(path, what="training log", hint="delete it to start afresh")]
+        if path.is_file()
+        else []
+    )
 
     class JsonlLog(TrainerCallback):
         """Appends every trainer log line (with its step and wall time) to a JSONL file.
@@ -276,7 +287,7 @@ def log_callback(
 
         def __init__(self) -> None:
             self.t0 = time.monotonic()
-            self.lines: list[dict[str, Any]] = []
+            self.lines: list[dict[str, Any]] = list(earlier)
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
             self.t0 = time.monotonic()
