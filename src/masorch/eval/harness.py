@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import MasorchError
-from masorch.eval.item import Recorder, WorkItem, failed_record, regrade, run_item, work_items
+from masorch.eval.datasets import Sample
+from masorch.eval.item import Recorder, WorkItem, failed_record, regrade_all, run_item, work_items
 from masorch.eval.log import RunLog
 from masorch.eval.sources import DataSource
 from masorch.redact import redact
@@ -182,22 +183,19 @@ def evaluate(
 
 
 async def _regrade(log: RunLog, items: Sequence[WorkItem], spec: EnvSpec) -> None:
-    """Grade a resumed log's records again with today's scorers (:func:`regrade`): a verdict that
-    changed since it was logged (a scorer fixed) is logged again, the earlier one kept in it."""
+    """Grade a resumed log's records again with today's scorers (:func:`regrade_all`): a verdict
+    that changed since it was logged (a scorer fixed) is logged again, the earlier one kept in it."""
     by_key = {item.key: item for item in items}
-    env = Environment(spec)
-    changed = 0
-    try:
-        for rec in log.records:
-            item = by_key.get(rec["key"])
-            again = await regrade(rec, item.sample, item.scorer, env) if item is not None else None
-            if again is not None:
-                log.append({k: v for k, v in again.items() if k != "type"})
-                changed += 1
-    finally:
-        await env.aclose()
+
+    def find(rec: dict[str, Any]) -> tuple[Sample, str] | None:
+        item = by_key.get(rec["key"])
+        return (item.sample, item.scorer) if item is not None else None
+
+    changed = [again for _, again in await regrade_all(log.records, find, spec) if again is not None]
+    for again in changed:
+        log.append({k: v for k, v in again.items() if k != "type"})
     if changed:
-        logger.warning("%d logged verdicts changed when graded again by today's scorers", changed)
+        logger.warning("%d logged verdicts changed when graded again by today's scorers", len(changed))
 
 
 async def _run_local_env(

@@ -25,7 +25,7 @@ from masorch.eval.datasets import Sample
 from masorch.eval.log import HARNESS_FAILED, sample_key
 from masorch.eval.record import EvalRecord
 from masorch.eval.sources import DataSource
-from masorch.run.environment import Environment
+from masorch.run.environment import Environment, EnvSpec
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
 from masorch.run.system import System
@@ -184,6 +184,25 @@ async def regrade(
         "details": dict(verdict.details),
         "regraded": earlier,
     }
+
+
+async def regrade_all(
+    records: Sequence[dict[str, Any]],
+    find: Callable[[dict[str, Any]], tuple[Sample, str] | None],
+    spec: EnvSpec,
+) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """Each of ``records`` with its :func:`regrade` (None: the verdict stands), graded in one
+    environment of ``spec``; ``find`` gives a record's sample and scorer, or None for a record of
+    no item of today's run (left as it is). The one loop of a resumed eval and a rerun collection."""
+    env = Environment(spec)
+    try:
+        out: list[tuple[dict[str, Any], dict[str, Any] | None]] = []
+        for record in records:
+            found = find(record)
+            out.append((record, await regrade(record, *found, env) if found is not None else None))
+        return out
+    finally:
+        await env.aclose()
 
 
 def failed_record(item: WorkItem, error: str, wall_s: float = 0.0) -> dict[str, Any]:

@@ -32,8 +32,7 @@ from masorch.backends.base import Backend, Usage
 from masorch.backends.cache import CachingFactory
 from masorch.errors import UsageError
 from masorch.eval.datasets import Sample
-from masorch.eval.item import grade
-from masorch.eval.item import regrade as regrade_record
+from masorch.eval.item import grade, regrade_all
 from masorch.eval.sources import DataSource, resolve
 from masorch.run.environment import Environment, EnvSpec, default_backend_factory
 from masorch.run.lifecycle import run
@@ -287,28 +286,27 @@ async def regrade(
     appended to ``log`` (when given) again with the new verdict and the earlier one under
     ``regraded``; it replaces the old line (:func:`latest`), which stays in the log."""
     by_key = {q.key: q for q in items}
+
+    def find(a: Attempt) -> tuple[Sample, str] | None:
+        q = by_key.get(str(a["id"]))
+        return (q.sample, q.source.scorer) if q is not None else None
+
     out: list[Attempt] = []
-    env = Environment(spec)
-    try:
-        for a in logged:
-            q = by_key.get(str(a["id"]))
-            again = await regrade_record(a, q.sample, q.source.scorer, env) if q is not None else None
-            if again is None:
-                out.append(a)
-                continue
-            again["recovered"] = recovered({"correct": again["correct"], "statuses": a["statuses"]})
-            logger.warning(
-                "%s sample %s: answer %r graded again: %s (was %s)",
-                a["id"],
-                a["sample"],
-                a["answer"],
-                *("correct" if v else "wrong" for v in (again["correct"], a["correct"])),
-            )
-            if log is not None:
-                log.append(again)
-            out.append(again)
-    finally:
-        await env.aclose()
+    for a, again in await regrade_all(logged, find, spec):
+        if again is None:
+            out.append(a)
+            continue
+        again["recovered"] = recovered({"correct": again["correct"], "statuses": a["statuses"]})
+        logger.warning(
+            "%s sample %s: answer %r graded again: %s (was %s)",
+            a["id"],
+            a["sample"],
+            a["answer"],
+            *("correct" if v else "wrong" for v in (again["correct"], a["correct"])),
+        )
+        if log is not None:
+            log.append(again)
+        out.append(again)
     return out
 
 
