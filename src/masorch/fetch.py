@@ -31,6 +31,9 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
 @dataclass(frozen=True)
 class PipOutcome:
     """How a ``pip download`` ended: its exit code (None: pip did not run), its last output lines."""
@@ -46,7 +49,12 @@ class PipOutcome:
 
 @dataclass(frozen=True)
 class PipDownload:
-    """``pip download --no-deps`` of ``requirements`` into ``dest``: wheels only (``sources``: sdists only).
+    """``pip download --no-deps`` of ``requirements`` into ``dest``: wheels only (``sources``: sdists).
+
+    With ``sources`` only the named packages are taken as sdists: pip prepares an sdist's metadata
+    in a build environment, whose own requirements (a build backend, CMake) may come as wheels;
+    ``--no-binary=:all:`` would compile those from source too (CMake alone takes half an hour on
+    two cores).
 
     ``pip_args`` go to pip (e.g. ``--index-url``); ``python`` is the interpreter whose pip runs (this
     one by default).
@@ -55,6 +63,8 @@ class PipDownload:
     ['py', '-m', 'pip', 'download', '--no-deps', '--only-binary=:all:']
     >>> PipDownload(["y==1"], Path("/tmp/x"), python="/usr/bin/python3").shown.endswith("-q -d DIR y==1")
     True
+    >>> PipDownload(["llama_cpp.python==0.3", "b>=2"], Path("d"), sources=True).command[5]
+    '--no-binary=llama_cpp.python,b'
     """
 
     requirements: Sequence[str]
@@ -66,12 +76,18 @@ class PipDownload:
     @property
     def command(self) -> list[str]:
         """The exact command."""
-        only = "--no-binary=:all:" if self.sources else "--only-binary=:all:"
+        only = f"--no-binary={','.join(self.names)}" if self.sources else "--only-binary=:all:"
         return [
             self.python or sys.executable,
             *("-m", "pip", "download", "--no-deps", only, "--no-cache-dir", "--disable-pip-version-check"),
             *("-q", "-d", str(self.dest), *self.pip_args, *self.requirements),
         ]
+
+    @property
+    def names(self) -> list[str]:
+        """The package names of ``requirements`` (what precedes a version or extras)."""
+        matches = (_NAME.match(r.strip()) for r in self.requirements)
+        return [m.group(0) for m in matches if m is not None]
 
     @property
     def shown(self) -> str:

@@ -39,7 +39,7 @@ def build_engine(console: Console, *, force: bool = False) -> None:
         return
     console.print(
         "building the llama.cpp server engine once, from the pinned llama.cpp sources "
-        "(9-13 minutes on 2 cores)",
+        "(4-13 minutes on 2 cores)",
         highlight=False,
     )
     start = time.perf_counter()
