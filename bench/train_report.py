@@ -33,6 +33,7 @@ ROUNDS_COLUMNS = (
     ("rounds/rounds", "rounds"),
     ("rounds/calls", "calls"),
     ("rounds/bad_call_rate", "bad"),
+    ("frac_reward_zero_std", "flat"),  # share of groups whose rewards are all equal: no signal
     ("step_time", "s/step"),
 )
 #: What the halves compare and the plot draws: (log key, label), per kind of run.
