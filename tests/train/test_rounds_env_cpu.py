@@ -396,22 +396,57 @@ def test_a_failed_synthesis_at_the_round_cap_is_kept_with_its_reason() -> None:
     assert not env.rollout.answer and "server down" in env.rollout.synthesis_error
 
 
-def test_only_a_trajectory_that_used_every_round_is_closed_by_a_synthesis() -> None:
+def test_a_trajectory_stopped_by_a_prose_turn_is_answered_by_the_synthesis(tmp_path: Path) -> None:
+    """TRL stops at a turn without a call, where inference would remind the policy and end at the
+    round cap in a synthesis: the synthesis answers here too, reading that turn, which counts as
+    one undelivered call."""
     synthesis = ScriptedBackend(["\\boxed{7}"], name="synth")
-    early = synthesizing(synthesis)
-    turn(early, ("cot", {"task": "Add."}))  # then a turn without calls: TRL stops, no cap reached
+    env = synthesizing(synthesis)
+    turn(env, ("cot", {"task": "Add."}))
+    cot = [{"function": {"name": "cot"}}]
+    completion = [
+        {"role": "assistant", "content": "First a sub-agent.", "tool_calls": cot},
+        {"role": "tool", "content": "7"},
+        {"role": "assistant", "content": "So 3 + 4 = \\boxed{7}."},
+    ]
+    (parts,) = asyncio.run(RoundsRewards(RoundsRewardConfig()).parts([completion], [env]))
+    assert env.rollout.answer == "7" and env.rollout.synthesized and env.rollout.stopped_early
+    ((messages, _config),) = synthesis.calls
+    said = [m.content for m in messages if m.role == "assistant"]
+    assert said == ["First a sub-agent.", "So 3 + 4 = \\boxed{7}."]
+    f = env.rollout.figures_seen
+    assert f is not None and f.undelivered == 1 and f.answered
+    assert parts["success"] == 1.0 and parts["protocol"] == pytest.approx(1 - 1 / 3)
+
+
+def test_a_first_turn_in_prose_gets_the_synthesis_and_half_the_protocol() -> None:
+    synthesis = ScriptedBackend(["\\boxed{8}"], name="synth")
+    env = synthesizing(synthesis)
+    completion = [{"role": "assistant", "content": "It is \\boxed{8}."}]
+    (parts,) = asyncio.run(RoundsRewards(RoundsRewardConfig()).parts([completion], [env]))
+    assert env.rollout.answer == "8" and parts["success"] == 0.0
+    assert parts["protocol"] == pytest.approx(0.5) and parts["diversity"] == 0.0
+
+
+def test_an_unparsed_call_block_that_stopped_it_is_no_prose_turn() -> None:
+    env = synthesizing(ScriptedBackend(["\\boxed{7}"], name="synth"))
+    completion = [{"role": "assistant", "content": '<tool_call>{"name": "cot", "arg</tool_call>'}]
+    (parts,) = asyncio.run(RoundsRewards(RoundsRewardConfig()).parts([completion], [env]))
+    f = env.rollout.figures_seen
+    assert f is not None and f.undelivered == 1 and env.rollout.answer == "7"  # the block, once
+    assert not env.rollout.prose_end and parts["protocol"] == pytest.approx(0.5)
+
+
+def test_an_answered_trajectory_or_one_without_a_synthesis_model_gets_no_synthesis() -> None:
+    synthesis = ScriptedBackend(["\\boxed{7}"], name="synth")
     answered = synthesizing(synthesis)
     turn(answered, ("final_answer", {"answer": "8"}))
     alone = fresh()  # no synthesis model
-    for _ in range(3):
-        turn(alone, ("cot", {"task": "Add."}))
-    for env in (early, answered, alone):
-        asyncio.run(env.rollout.close())
-    assert not synthesis.calls and (early.rollout.answer, answered.rollout.answer, alone.rollout.answer) == (
-        "",
-        "8",
-        "",
-    )
+    turn(alone, ("cot", {"task": "Add."}))
+    for env in (answered, alone):
+        asyncio.run(env.rollout.close([("Done.", [])]))
+    assert not synthesis.calls
+    assert (answered.rollout.answer, alone.rollout.answer) == ("8", "")
 
 
 def test_a_synthesis_asked_for_mid_trajectory_reads_the_turns_texts(tmp_path: Path) -> None:

@@ -27,16 +27,20 @@ the policy, as at inference, never reads the synthesized answer. A synthesis tha
 the trajectory without an answer, its ``final_answer`` call with the failure's status
 (``EXEC_ERR``, ``BUDGET``, ``TIMEOUT`` past ``node_timeout_s``). A trajectory that used every
 round without a final answer is closed the same way: the synthesis model answers, as inference
-does at the round cap.
+does at the round cap; so is one the trainer stopped earlier without an answer (a turn without a
+call it could deliver, or the completion's length), the last turn's text included, where inference
+would have reminded the policy and gone on to the round cap: such a trajectory is scored on the
+answer inference would give it, not left without one. A turn that held no call at all counts as
+one undelivered call, as at inference.
 
 Where training differs from inference: TRL's tool messages carry the tool name, not a
 ``tool_call_id``; the between-rounds note (round done, rounds left, units spent) ends the round's
 last tool message instead of being a user message; a turn without a call ends the trajectory (no
-reminder); after ``final_answer`` TRL generates one more turn, whose calls are refused; TRL hands
-the environment the calls only, so the reward functions give :meth:`Rollout.close` the turns'
-texts from the completions (the verl loop hands them over every turn); without a synthesis model
-``final_answer`` with ``synthesize: true`` is refused (``FORMAT_ERR``) and a trajectory at the
-round cap ends without an answer.
+reminder; the synthesis answers, as above); after ``final_answer`` TRL generates one more turn,
+whose calls are refused; TRL hands the environment the calls only, so the reward functions give
+:meth:`Rollout.close` the turns' texts from the completions (the verl loop hands them over every
+turn); without a synthesis model ``final_answer`` with ``synthesize: true`` is refused
+(``FORMAT_ERR``) and a trajectory that ends without a final answer has none.
 
 As at inference, each turn of the policy is a call of the run's budget (``max_calls``): it is
 counted in the trajectory's ledger before its round runs, and a round after which no call is left
@@ -56,6 +60,7 @@ from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Message, ToolCall, ToolSpec
+from masorch.backends.chat import hermes_block_count
 from masorch.run.budget import CallRecord
 from masorch.run.executor import RoleBackends
 from masorch.run.round_calls import FINAL_TOOL, SYNTHESIS_ACK, call_ids, final_answer, wants_synthesis
@@ -130,6 +135,11 @@ class Rollout:
         self.synthesis_error = ""
         #: why the run's budget ended the trajectory without an answer ("" when it did not)
         self.budget_error = ""
+        #: whether the trainer stopped it before the round cap without an answer (then closed
+        #: by the synthesis, as inference closes a run at the round cap)
+        self.stopped_early = False
+        #: whether the turn that stopped it held no call at all (a prose turn)
+        self.prose_end = False
         # The synthesis final_answer asked for: its call, round and conversation length then.
         self._requested: tuple[ToolCall, int, int] | None = None
         self._closing: asyncio.Future[None] | None = None
@@ -158,7 +168,7 @@ class Rollout:
             calls_per_round=tuple(sum(c.status in RAN_STATUSES for c in r.calls) for r in self.calls.rounds),
             statuses=tuple(c.status for c in outcomes if c.tool != FINAL_TOOL or c.status != "OK"),
             tools=tuple(c.tool for c in outcomes if c.status in RAN_STATUSES and c.tool != FINAL_TOOL),
-            undelivered=max(0, trainer_calls - self.delivered),
+            undelivered=max(0, trainer_calls - self.delivered) + self.prose_end,
             answered=bool(self.answer),
             tokens=policy_tokens + self.subagent_tokens(),
             units=self.calls.units,
@@ -271,8 +281,9 @@ class Rollout:
 
     async def close(self, turns: Sequence[tuple[str, Sequence[str]]] = ()) -> None:
         """End the trajectory before it is scored: the synthesis model writes the answer where
-        ``final_answer`` asked for it, or where every round was used without a final answer (as
-        inference ends a run at the round cap), if the setting has one; why none came is kept in
+        ``final_answer`` asked for it, or where the trajectory ended without a final answer, every
+        round used (as inference ends a run at the round cap) or stopped earlier by the trainer
+        (:attr:`stopped_early`), if the setting has one; why none came is kept in
         :attr:`synthesis_error`. ``turns``: the text and the tool names of each of the policy's
         turns, in order, where the trainer knows them (a turn none of whose calls reached the
         environment is skipped by its names). Idempotent: later calls wait for the first."""
@@ -285,10 +296,12 @@ class Rollout:
             # The inference path's conversation then: the prompt, the rounds, the final_answer turn
             # and the tool message that answers it.
             said = self.messages[: self._requested[2] + 2]
-        elif self.ended or self.answer or self.synthesis is None or self.rounds < self.options.max_rounds:
+        elif self.ended or self.answer or self.synthesis is None:
             return
         else:
             self.ended, said = True, self.messages
+            if self.rounds < self.options.max_rounds:
+                said = [*said, *self._stopped_turn(turns)]
         got = await self._synthesis(_with_texts(said, turns), requested=self._requested is not None)
         if isinstance(got, str):
             self.answer, self.synthesized = got, True
@@ -298,6 +311,18 @@ class Rollout:
             call, round_no, _ = self._requested
             status = {"budget": "BUDGET", "timeout": "TIMEOUT"}.get(got.status, "EXEC_ERR")
             self.outside.append(_outcome(call, round_no, 1, got.error, status))
+
+    def _stopped_turn(self, turns: Sequence[tuple[str, Sequence[str]]]) -> list[Message]:
+        """The trainer stopped the trajectory before the round cap (a turn without a call it could
+        deliver, or the completion's length): the last turn's text as a message, where it held no
+        parsed call (its calls would have a message already), and :attr:`prose_end` set where it
+        held no call at all (inference counts such a turn as one undelivered call)."""
+        self.stopped_early = True
+        if not turns or turns[-1][1]:
+            return []
+        text = turns[-1][0]
+        self.prose_end = not hermes_block_count(text)
+        return [Message("assistant", text)] if text.strip() else []
 
     async def _synthesis(self, messages: list[Message], *, requested: bool) -> str | Stop:
         """The synthesis model's answer from ``messages`` within ``node_timeout_s``, or why none."""

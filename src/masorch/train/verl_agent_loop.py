@@ -18,11 +18,11 @@ imports without verl; only the class needs it). Per trajectory it keeps a
    Continuous Token builder, with response mask 0;
 
 until a turn without a call, the ``final_answer`` turn, ``max_rounds + 1`` turns or the response
-length; a trajectory that used every round without an answer is then closed by the synthesis
-model (:meth:`Rollout.close`), which reads the text of every turn. The trajectory's reward
-components (:mod:`masorch.train.rounds_rewards`, the final answer graded by the row's scorer) go
-in the output's ``extra_fields`` under :data:`masorch.train.verl_reward.ROUNDS_KEY`, which verl's
-reward loop merges into the
+length; a trajectory that ended without an answer is then closed by the synthesis model
+(:meth:`Rollout.close`), which reads the text of every turn, as inference at the round cap. The
+trajectory's reward components (:mod:`masorch.train.rounds_rewards`, the final answer graded by
+the row's scorer) go in the output's ``extra_fields`` under
+:data:`masorch.train.verl_reward.ROUNDS_KEY`, which verl's reward loop merges into the
 ``extra_info`` of the reward function (:func:`masorch.train.verl_reward.compute_rounds_score`);
 with ``score_in_loop`` the loop sets ``reward_score`` itself and verl skips its reward loop.
 
@@ -196,6 +196,7 @@ def agent_loop_class() -> type:
                 params["stop_token_ids"] = sorted(stops)
             request_id = uuid4().hex
             status = "turns"
+            last_turn: list[tuple[str, list[str]]] = []  # a last turn without a parsed call
             for _ in range(rollout.options.max_rounds + 1):
                 room = self.response_length - len(turns.mask)
                 if room <= 0:
@@ -220,6 +221,8 @@ def agent_loop_class() -> type:
                 turns.trainer_calls += written
                 if not parsed:
                     status = "unreadable_calls" if written else "no_call"
+                    # what the synthesis reads of it (Rollout.close): its calls' blocks if it wrote any
+                    last_turn = [(text if written else content, [])]
                     break
                 calls = [ToolCall(c.name, c.arguments, id=c.tool_call_id or "") for c in parsed]
                 t0 = time.perf_counter()
@@ -240,12 +243,22 @@ def agent_loop_class() -> type:
                 turns.take(merged)
                 turns.tool_turns += 1
                 messages = after
-            return await self._finish(rollout, turns, status, AgentLoopOutput)
+            return await self._finish(rollout, turns, status, AgentLoopOutput, last_turn)
 
-        async def _finish(self, rollout: Rollout, turns: _Turns, status: str, output_cls: Any) -> Any:
+        async def _finish(
+            self,
+            rollout: Rollout,
+            turns: _Turns,
+            status: str,
+            output_cls: Any,
+            last_turn: Sequence[tuple[str, Sequence[str]]] = (),
+        ) -> Any:
             prompt_ids, response_ids = turns.split()
             response_ids = response_ids[: self.response_length]
-            await rollout.close()  # the synthesis model answers where asked for, or at the round cap
+            # the synthesis model answers where asked for, at the round cap, or after a turn without
+            # a call (the verl turns' texts are in the rollout's messages already; only the last
+            # turn's, which reached no round, is handed over)
+            await rollout.close(last_turn)
             await self.loop.run_in_executor(
                 None,
                 functools.partial(
