@@ -53,8 +53,8 @@ class PipDownload:
 
     With ``sources`` only the named packages are taken as sdists: pip prepares an sdist's metadata
     in a build environment, whose own requirements (a build backend, CMake) may come as wheels;
-    ``--no-binary=:all:`` would compile those from source too (CMake alone takes half an hour on
-    two cores).
+    ``--no-binary=:all:`` would compile those from source too (CMake alone ran over 25 minutes on
+    two cores, unfinished).
 
     ``pip_args`` go to pip (e.g. ``--index-url``); ``python`` is the interpreter whose pip runs (this
     one by default).
