@@ -29,43 +29,43 @@ def _call(name: str, args: str) -> str:
     return f'<tool_call>\n{{"name": "{name}", "arguments": {args}}}\n</tool_call>'
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        _call("cot", '{"task": "Add 2 and 3."}'),
-        "Two parts; I split them.\n"
-        + _call("sc", '{"task": "Solve x^2 = 4.", "n": 5}')
-        + "\n"
-        + _call("python", '{"task": "Compute 2**10.", "model": "coder"}'),
-        _call(FINAL_TOOL, '{"answer": "42"}'),
-        _call(FINAL_TOOL, '{"synthesize": true}'),
-        _call("debate", '{"task": "Is 91 prime?", "roles": ["pro", "con"], "rounds": 2}'),
-        _call("cot", '{"task": "$x^2 = 4$: find x, then $$\\\\frac{x}{2}$$"}'),
-    ],
-)
+VALID_TURNS = [
+    _call("cot", '{"task": "Add 2 and 3."}'),
+    "Two parts; I split them.\n"
+    + _call("sc", '{"task": "Solve x^2 = 4.", "n": 5}')
+    + "\n"
+    + _call("python", '{"task": "Compute 2**10.", "model": "coder"}'),
+    _call(FINAL_TOOL, '{"answer": "42"}'),
+    _call(FINAL_TOOL, '{"synthesize": true}'),
+    _call("debate", '{"task": "Is 91 prime?", "roles": ["pro", "con"], "rounds": 2}'),
+    _call("cot", '{"task": "$x^2 = 4$: find x, then $$\\\\frac{x}{2}$$"}'),
+]
+
+
+@pytest.mark.parametrize("text", VALID_TURNS)
 def test_written_turns_are_in_the_grammar(text: str) -> None:
     assert _in(_rules(pool=POOL), text)
 
 
-@pytest.mark.parametrize(
-    ("text", "why"),
-    [
-        (_call("cot", '{"task": "x"}') + "\n" + _call(FINAL_TOOL, '{"answer": "1"}'), "final beside calls"),
-        ("\n".join([_call("cot", '{"task": "x"}')] * 5), "five calls"),
-        (_call("cot", '{"task": ""}'), "empty task"),
-        (_call("cot", '{"task": "Solve ${x}^2 = 4"}'), "a reference the round would read"),
-        (_call("cot", '{"task": "${x} first"}'), "a reference first"),
-        (_call("cot", '{"n": 3, "task": "x"}'), "task not first"),
-        (_call("sc", '{"task": "x", "n": 99}'), "n out of range"),
-        (_call("cot", '{"task": "x", "model": "huge"}'), "model not in the pool"),
-        (_call("browse", '{"task": "x"}'), "unknown tool"),
-        (_call(FINAL_TOOL, '{"answer": " "}'), "blank answer"),
-        ("I will just answer: 4", "no call"),
-        ("a <b> c " + _call("cot", '{"task": "x"}'), "a tag in the reasoning"),
-        ('Like {"name": "cot"} ' + _call("cot", '{"task": "x"}'), "a JSON call in the reasoning"),
-        ("```json\n" + _call("cot", '{"task": "x"}'), "a code fence in the reasoning"),
-    ],
-)
+INVALID_TURNS = [
+    (_call("cot", '{"task": "x"}') + "\n" + _call(FINAL_TOOL, '{"answer": "1"}'), "final beside calls"),
+    ("\n".join([_call("cot", '{"task": "x"}')] * 5), "five calls"),
+    (_call("cot", '{"task": ""}'), "empty task"),
+    (_call("cot", '{"task": "Solve ${x}^2 = 4"}'), "a reference the round would read"),
+    (_call("cot", '{"task": "${x} first"}'), "a reference first"),
+    (_call("cot", '{"n": 3, "task": "x"}'), "task not first"),
+    (_call("sc", '{"task": "x", "n": 99}'), "n out of range"),
+    (_call("cot", '{"task": "x", "model": "huge"}'), "model not in the pool"),
+    (_call("browse", '{"task": "x"}'), "unknown tool"),
+    (_call(FINAL_TOOL, '{"answer": " "}'), "blank answer"),
+    ("I will just answer: 4", "no call"),
+    ("a <b> c " + _call("cot", '{"task": "x"}'), "a tag in the reasoning"),
+    ('Like {"name": "cot"} ' + _call("cot", '{"task": "x"}'), "a JSON call in the reasoning"),
+    ("```json\n" + _call("cot", '{"task": "x"}'), "a code fence in the reasoning"),
+]
+
+
+@pytest.mark.parametrize(("text", "why"), INVALID_TURNS)
 def test_what_the_grammar_rules_out(text: str, why: str) -> None:
     assert not _in(_rules(pool=POOL), text), why
 

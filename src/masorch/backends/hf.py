@@ -22,6 +22,7 @@ from typing import Any
 
 from masorch.backends.base import Completion, FinishReason, GenerateConfig, Message, Usage
 from masorch.backends.chat import message_payload, tools_payload
+from masorch.backends.hf_grammar import GrammarProcessor, TokenIndex, constraint_text
 from masorch.errors import BackendError, UsageError, require_extra
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,7 @@ class HFBackend:
         self._tokenizer = tokenizer
         self._name = name
         self._lock = threading.Lock()
+        self._index: TokenIndex | None = None  # built on the first constrained call
 
     @property
     def model_id(self) -> str:
@@ -92,7 +94,8 @@ class HFBackend:
         return f"hf:{self._name}"
 
     async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
-        """One completion (greedy at temperature 0, else sampled); json_schema and grammar ignored.
+        """One completion (greedy at temperature 0, else sampled), under ``config.grammar`` or
+        ``config.json_schema`` when set (:mod:`masorch.backends.hf_grammar`).
 
         Tools reach the model through its chat template; the calls it writes come back as text.
         """
@@ -125,6 +128,9 @@ class HFBackend:
             kwargs |= {"temperature": config.temperature, "top_p": config.top_p}
             kwargs |= {k: v for k, v in (("top_k", config.top_k), ("min_p", config.min_p)) if v is not None}
         with self._lock:
+            constraint = self._constraint(config, prompt_len=int(input_ids.shape[1]))
+            if constraint is not None:
+                kwargs["logits_processor"] = [constraint]
             try:
                 if config.seed is not None:
                     torch.manual_seed(config.seed)
@@ -143,6 +149,15 @@ class HFBackend:
         text = tok.decode(new, skip_special_tokens=True)
         finish: FinishReason = "length" if len(new) >= config.max_tokens else "stop"
         return text, int(input_ids.shape[1]), len(new), finish
+
+    def _constraint(self, config: GenerateConfig, *, prompt_len: int) -> GrammarProcessor | None:
+        if config.grammar is None and config.json_schema is None:
+            return None
+        if self._index is None:
+            ends = end_token_ids(self._tokenizer, self._model.generation_config.eos_token_id)
+            self._index = TokenIndex(self._tokenizer, vocab_size=self._model.config.vocab_size, end_ids=ends)
+        text = constraint_text(config.grammar, config.json_schema, self._index.special)
+        return None if text is None else GrammarProcessor(self._index, text, prompt_len=prompt_len)
 
     async def aclose(self) -> None:
         """Nothing to release (the model belongs to the caller)."""
