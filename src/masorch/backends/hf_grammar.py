@@ -151,7 +151,7 @@ def constraint_text(
 #: Earley items llguidance may build for one token mask. Its default (50,000) is too few for the
 #: rounds turn grammar: every character of a task (up to 999) is a parser step, so a long task
 #: overflows it. With 1,000,000, a four-call turn of 999-character tasks decodes, at about 4 ms a
-#: mask (the Qwen2.5 tokenizer, measured on 2 cores); the cost is paid only where items are needed.
+#: mask (the Qwen2.5 tokenizer, measured on 2 busy cores); the cost is paid only where items are needed.
 STEP_MAX_ITEMS = 1_000_000
 
 
