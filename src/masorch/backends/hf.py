@@ -157,7 +157,7 @@ class HFBackend:
             ends = end_token_ids(self._tokenizer, self._model.generation_config.eos_token_id)
             self._index = TokenIndex(self._tokenizer, vocab_size=self._model.config.vocab_size, end_ids=ends)
         text = constraint_text(config.grammar, config.json_schema, self._index.special)
-        return None if text is None else GrammarProcessor(self._index, text, prompt_len=prompt_len)
+        return GrammarProcessor(self._index, text, prompt_len=prompt_len)
 
     async def aclose(self) -> None:
         """Nothing to release (the model belongs to the caller)."""

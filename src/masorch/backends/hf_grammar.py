@@ -129,18 +129,19 @@ def _lark_literal(text: str, special: Sequence[str]) -> str:
 
 def constraint_text(
     grammar: str | None, json_schema: Mapping[str, Any] | None, special: Sequence[str] = ()
-) -> str | None:
-    """The llguidance grammar of a call's constraint (``grammar`` wins), or None when it has none.
+) -> str:
+    """The llguidance grammar of a call's constraint (``grammar`` wins over ``json_schema``; one
+    of them is set).
 
     Raises BackendError when it cannot be read (a bug in the grammar, not the model's)."""
-    if grammar is None and json_schema is None:
-        return None
     require_extra("llguidance", "train")
     import llguidance
 
     try:
         if grammar is not None:
             return str(llguidance.grammar_from("lark", gbnf_to_lark(grammar, special)))
+        if json_schema is None:
+            raise ValueError("no grammar and no JSON schema")
         return str(llguidance.grammar_from("json_schema", json.dumps(json_schema)))
     except (ValueError, RuntimeError) as exc:
         raise BackendError(
