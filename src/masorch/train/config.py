@@ -129,6 +129,13 @@ class PolicySampling(ConfigModel):
     min_p: float | None = Field(
         default=None, ge=0, le=1, description="drop tokens under min_p times the likeliest's probability"
     )
+    constrain_rollouts: bool = Field(
+        default=False,
+        description=(
+            "decode the training rollouts under the grammar inference uses (grpo: the plan's dialect "
+            "grammar or JSON schema; rounds: the tool-call grammar of each turn); off: free sampling"
+        ),
+    )
 
 
 class TrainConfig(PolicyTraining, PolicySampling):
@@ -172,8 +179,8 @@ class TrainConfig(PolicyTraining, PolicySampling):
     constrain: bool = Field(
         default=False,
         description=(
-            "decode the held-out evaluation's plans under the dialect's grammar where the backend can; "
-            "the sampled training plans always decode freely (invalid plans must be learnable)"
+            "decode the held-out evaluation's plans under the dialect's grammar where the backend can "
+            "(the training rollouts: constrain_rollouts)"
         ),
     )
     # -- the sub-agents that execute sampled plans --
@@ -250,7 +257,8 @@ class TrainConfig(PolicyTraining, PolicySampling):
 
         Its orchestrator is the policy (the sub-agent model stands in until a caller names it),
         writing one greedy plan in ``dialect`` with no repair, capped at ``max_completion_length``
-        tokens (``constrain`` applies to the evaluation only: the trainer samples freely), run by
+        tokens (``constrain`` applies to the evaluation only; ``constrain_rollouts`` to the
+        trainer's samples), run by
         ``subagent`` within :attr:`plan_budget` and ``plan_deadline_s``. The rollouts
         (:meth:`masorch.train.rollout.RolloutSettings.of`) and the before/after evaluation
         (:func:`masorch.train.evaluate.evaluate_policy`) both derive their settings from it.

@@ -10,6 +10,7 @@ is saved as a plain Hugging Face checkpoint in ``<output_dir>/final`` (LoRA merg
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -19,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
-from masorch.backends.base import Backend
+from masorch.backends.base import Backend, GenerateConfig
 from masorch.errors import UsageError
 from masorch.run.executor import RoleBackends
+from masorch.run.orchestrate import OrchestrateOptions, plan_generate_config
 from masorch.run.system import System
 from masorch.train.config import SourceConfig, TrainConfig
 from masorch.train.data import Row, build_rows
@@ -226,6 +228,22 @@ class HeldOut:
         return SharedBackend(self.subagent) if self.subagent is not None else subagent_backend(self.cfg)
 
 
+def rollout_constraint(cfg: TrainConfig, agents: AgentRegistry) -> GenerateConfig:
+    """The settings whose ``grammar`` or ``json_schema`` the training plans decode under: the plan
+    constraint inference uses (:func:`masorch.run.orchestrate.plan_generate_config`, the offered
+    kinds, DoM and limits) with ``constrain_rollouts``, neither without it."""
+    if not cfg.constrain_rollouts:
+        return GenerateConfig()
+    options = dataclasses.replace(OrchestrateOptions.of(cfg.policy_system()), constrain=True)
+    settings = plan_generate_config(agents.catalogue(), options)
+    if settings.grammar is None and settings.json_schema is None:
+        raise UsageError(
+            f"constrain_rollouts: the offered kinds cannot be written in the {cfg.dialect} constraint",
+            hint="set constrain_rollouts: false",
+        )
+    return settings
+
+
 def _grpo_trainer(
     cfg: TrainConfig,
     precision: str,
@@ -234,12 +252,18 @@ def _grpo_trainer(
     rewards: PlanRewards,
     rows: list[Row],
     callback: Any,
+    agents: AgentRegistry,
 ) -> Any:
-    """TRL's GRPOTrainer over the prompt ``rows``, one reward function per component."""
+    """TRL's GRPOTrainer over the prompt ``rows``, one reward function per component, its plans
+    decoded under the dialect's constraint with ``constrain_rollouts``."""
     from datasets import Dataset
-    from trl import GRPOTrainer
 
-    return GRPOTrainer(
+    from masorch.train.constrained import grpo_trainer
+
+    constraint = rollout_constraint(cfg, agents)
+    return grpo_trainer(
+        constraint.grammar,
+        constraint.json_schema,
         model=policy,
         reward_funcs=list[Any](rewards.reward_funcs()),
         args=grpo_args(cfg, rewards.reward_weights(), precision),
@@ -279,7 +303,7 @@ def train_grpo(
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
         before, before_sampled = held_out.evaluate("before", model, tokenizer, resume=cfg.resume)
         callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
-        trainer = _grpo_trainer(cfg, precision, model, tokenizer, rewards, train_rows, callback)
+        trainer = _grpo_trainer(cfg, precision, model, tokenizer, rewards, train_rows, callback, agents)
         trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora, sitting=sitting)
         # the model evaluated "after" in an earlier sitting changed if this one trained further
         after, after_sampled = held_out.evaluate(

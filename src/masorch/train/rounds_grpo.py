@@ -23,7 +23,9 @@ from typing import Any
 from masorch.agents.base import AgentRegistry
 from masorch.backends.base import Backend, ToolSpec
 from masorch.backends.chat import hermes_block_count, tools_payload
+from masorch.errors import UsageError
 from masorch.run.executor import RoleBackends
+from masorch.run.rounds import turn_grammar
 from masorch.score.scorer import Scorer
 from masorch.train.grpo import search_corpus, search_retriever, subagent_backend
 from masorch.train.rounds_config import RoundsRewardConfig, RoundsTrainConfig
@@ -260,6 +262,20 @@ def rounds_setting(
     )
 
 
+def rollout_grammar(cfg: RoundsTrainConfig, setting: RoundsSetting) -> str | None:
+    """The tool-call grammar of the policy's turns under ``constrain_rollouts`` (the one inference
+    decodes a turn under: the offered kinds, the pool, ``max_calls_per_round``), else None."""
+    if not cfg.constrain_rollouts:
+        return None
+    grammar = turn_grammar(setting.tool_calls(), setting.options)
+    if grammar is None:
+        raise UsageError(
+            "constrain_rollouts: the offered tools cannot be written in the tool-call grammar",
+            hint="set constrain_rollouts: false",
+        )
+    return grammar
+
+
 def rounds_grpo_args(cfg: RoundsTrainConfig, weights: list[float], precision: str) -> Any:
     """TRL's ``GRPOConfig`` of a rounds config: a tool-calling turn per round plus the turn of
     ``final_answer``, each turn at most ``plan_tokens`` tokens (TRL generates every turn with its
@@ -327,8 +343,8 @@ def train_rounds(
     model and its tokenizer) replace the configured ones (tests)."""
     require_train_stack()
     from datasets import Dataset
-    from trl import GRPOTrainer
 
+    from masorch.train.constrained import grpo_trainer
     from masorch.train.gguf import load_policy
 
     out = Path(cfg.output_dir)
@@ -343,7 +359,9 @@ def train_rounds(
     model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
     tokenizer = offered_schemas(policy_tokenizer(tokenizer, cfg.chat_template), setting.tool_calls().tools)
     callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
-    trainer = GRPOTrainer(
+    grammar = rollout_grammar(cfg, setting)
+    trainer = grpo_trainer(
+        grammar,
         model=model,
         reward_funcs=list[Any](rewards.reward_funcs()),
         args=rounds_grpo_args(cfg, rewards.reward_weights(), precision),
