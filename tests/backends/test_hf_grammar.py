@@ -14,6 +14,7 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("llguidance")
 
+import tiny_models
 from masorch.agents.signatures import builtin_catalogue
 from masorch.backends.base import GenerateConfig, Message
 from masorch.backends.chat import hermes_calls
@@ -34,28 +35,11 @@ def backend() -> HFBackend:
     """A random one-layer Qwen2 model over a byte-level tokenizer whose added tokens include the
     Hermes call tags, as Qwen's do."""
     import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    raw = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
-    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    raw.decoder = decoders.ByteLevel()
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw, chat_template=TEMPLATE)
-    tok.add_special_tokens({"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"})
-    tok.add_tokens(["<tool_call>", "</tool_call>"])
+    special = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
+    tok = tiny_models.byte_tokenizer(special, added=["<tool_call>", "</tool_call>"], chat_template=TEMPLATE)
     torch.manual_seed(0)
-    config = Qwen2Config(
-        vocab_size=len(tok),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        eos_token_id=tok.eos_token_id,
-        pad_token_id=tok.pad_token_id,
-    )
-    model = Qwen2ForCausalLM(config).eval()
+    model = tiny_models.tiny_qwen2(tok).eval()
     model.generation_config.eos_token_id = [tok.eos_token_id]
     return HFBackend(model, tok, name="tiny")
 

@@ -50,6 +50,7 @@ def test_a_policy_stops_where_the_engine_would(tmp_path) -> None:
     import asyncio
 
     from masorch.backends.hf import HFBackend, load_policy
+    from tiny_models import tiny_qwen2
 
     vocab = {"[UNK]": 0, "<": 1, ">": 2, "user": 3, "hi": 4}
     raw = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
@@ -59,16 +60,7 @@ def test_a_policy_stops_where_the_engine_would(tmp_path) -> None:
     )
     tokenizer.add_special_tokens({"eos_token": "<|im_end|>", "additional_special_tokens": ["<|endoftext|>"]})
     end_of_text = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    config = transformers.Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=8,
-        intermediate_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    transformers.Qwen2ForCausalLM(config).save_pretrained(tmp_path)
+    tiny_qwen2(tokenizer, hidden_size=8, pad_token_id=None).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     model, tok = load_policy(str(tmp_path))
     assert model.generation_config.eos_token_id == [tokenizer.eos_token_id, end_of_text]

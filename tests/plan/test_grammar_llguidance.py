@@ -33,17 +33,10 @@ GRAMMARS = {
 def _index() -> Any:
     """A byte-level tokenizer (one token a byte) as llguidance sees it, so any text is one
     token sequence and acceptance is the grammar's alone."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     from masorch.backends.hf_grammar import TokenIndex
+    from tiny_models import byte_tokenizer
 
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    raw = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
-    raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    raw.decoder = decoders.ByteLevel()
-    tok = PreTrainedTokenizerFast(tokenizer_object=raw)
-    tok.add_special_tokens({"eos_token": "<|im_end|>"})
+    tok = byte_tokenizer({"eos_token": "<|im_end|>"})
     return tok, TokenIndex(tok, vocab_size=len(tok), end_ids=[tok.eos_token_id])
 
 

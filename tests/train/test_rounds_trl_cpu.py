@@ -16,6 +16,7 @@ import pytest
 
 pytest.importorskip("trl")
 
+import tiny_models
 from masorch.backends.chat import tools_payload
 from masorch.backends.scripted import ScriptedBackend
 from masorch.train.config import SourceConfig
@@ -38,40 +39,17 @@ TURNS = [
 
 def byte_tokenizer() -> Any:
     """A byte-level tokenizer (one token a byte, decoding exact) with Qwen's special tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
-    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
-    tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(alphabet)}, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok)
-    fast.add_special_tokens(
-        {
-            "eos_token": "<|im_end|>",
-            "pad_token": "<|endoftext|>",
-            "additional_special_tokens": ["<|im_start|>"],
-        }
-    )
-    return policy_tokenizer(fast, "qwen2_5")
+    special = {
+        "eos_token": "<|im_end|>",
+        "pad_token": "<|endoftext|>",
+        "additional_special_tokens": ["<|im_start|>"],
+    }
+    return policy_tokenizer(tiny_models.byte_tokenizer(special), "qwen2_5")
 
 
 def tiny_policy() -> tuple[Any, Any]:
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
     tokenizer = byte_tokenizer()
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=32_768,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    return Qwen2ForCausalLM(config), tokenizer
+    return tiny_models.tiny_qwen2(tokenizer, max_position_embeddings=32_768), tokenizer
 
 
 def script_turns(

@@ -21,23 +21,15 @@ from masorch.errors import UsageError
 from masorch.train.sft import train_sft
 from masorch.train.sft_config import SftConfig, load_sft_config
 from masorch.train.sft_data import IGNORE, masked_example
+from tiny_models import tiny_qwen2
 
 
 def tiny_policy():
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
     tokenizer = tokenizer_for(RECORD)
     tokenizer.pad_token = "[UNK]"
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=256,
-    )
-    return Qwen2ForCausalLM(config), tokenizer
+    return tiny_qwen2(
+        tokenizer, hidden_size=32, max_position_embeddings=256, eos_token_id=None, pad_token_id=None
+    ), tokenizer
 
 
 def data(tmp_path: Path) -> Path:
