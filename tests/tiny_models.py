@@ -11,6 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+#: A minimal ChatML template (Qwen's turn markers, no tools block).
+CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
 
 def byte_tokenizer(
     special: Mapping[str, Any], *, added: Sequence[str] = (), chat_template: str | None = None

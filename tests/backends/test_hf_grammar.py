@@ -24,11 +24,6 @@ from masorch.plan.grammar import plan_grammar, tool_turn_grammar
 from masorch.run.round_calls import FINAL_TOOL, check_calls, tool_specs
 from masorch.run.trajectory import CallOutcome
 
-TEMPLATE = (
-    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
 
 @pytest.fixture(scope="module")
 def backend() -> HFBackend:
@@ -37,7 +32,9 @@ def backend() -> HFBackend:
     import torch
 
     special = {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
-    tok = tiny_models.byte_tokenizer(special, added=["<tool_call>", "</tool_call>"], chat_template=TEMPLATE)
+    tok = tiny_models.byte_tokenizer(
+        special, added=["<tool_call>", "</tool_call>"], chat_template=tiny_models.CHATML
+    )
     torch.manual_seed(0)
     model = tiny_models.tiny_qwen2(tok).eval()
     model.generation_config.eos_token_id = [tok.eos_token_id]

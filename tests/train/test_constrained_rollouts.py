@@ -18,8 +18,10 @@ from masorch.agents.base import AgentRegistry
 from masorch.agents.registry import default_registry
 from masorch.errors import UsageError
 from masorch.train.config import SourceConfig, TrainConfig
-from masorch.train.grpo import rollout_constraint
+from masorch.train.grpo import rollout_constraint, train_grpo
 from masorch.train.rounds_grpo import TRAJECTORIES_FILE, train_rounds
+from masorch.train.samples import SAMPLES_FILE
+from tiny_models import CHATML, byte_tokenizer, tiny_qwen2
 
 
 def _trajectories(out: Path) -> list[dict[str, Any]]:
@@ -58,6 +60,39 @@ def test_constrained_rollouts_make_calls_the_round_runs(tmp_path: Path) -> None:
         assert "FORMAT_ERR" not in record["statuses"], record
         assert record["rounds"] == 1 or (record["answer"] and not record["synthesized"]), record
     assert any(record["tools"] for record in bound)  # seed 0: one trajectory calls, one answers
+
+
+@pytest.mark.timeout(600)
+def test_constrained_plan_rollouts_are_valid_plans(tmp_path: Path) -> None:
+    """``train grpo`` with ``constrain_rollouts``: a random policy (saved, loaded as an HF directory)
+    samples only plans the validator accepts, and GRPO trains on them."""
+    import torch
+
+    tokenizer = byte_tokenizer(
+        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}, chat_template=CHATML
+    )
+    torch.manual_seed(0)
+    tiny_qwen2(tokenizer).save_pretrained(tmp_path / "policy")
+    tokenizer.save_pretrained(tmp_path / "policy")
+    cfg = TrainConfig(
+        model=str(tmp_path / "policy"),
+        lora=False,
+        precision="fp32",
+        gradient_checkpointing=False,
+        train=[SourceConfig(kind="masbench_gen", axis="depth", values="2", count=2)],
+        eval_limit=0,
+        num_generations=4,
+        batch_size=4,
+        max_steps=1,
+        temperature=1.0,
+        max_completion_length=2000,  # a byte a token: the grammar's longest plan fits
+        constrain_rollouts=True,
+        output_dir=str(tmp_path / "run"),
+    )
+    report = train_grpo(cfg, subagent=boxed_one())
+    assert report.steps == 1
+    samples = [json.loads(x) for x in (tmp_path / "run" / SAMPLES_FILE).read_text().splitlines()]
+    assert len(samples) == 4 and all(s["valid"] for s in samples), samples
 
 
 def test_rollout_constraint_of_a_plan_config_is_its_dialects() -> None:
