@@ -1,5 +1,6 @@
 """GRPO rollouts decoded under a grammar: TRL's ``GRPOTrainer`` whose policy writes every turn
-under the grammar an embedded model gets at inference (``constrain: true`` in a training config).
+under the grammar an embedded model gets at inference (``constrain_rollouts: true`` in a training
+config).
 
 TRL 1.16 gives its sampler no logits-processor hook, in a tool loop or out of it. The trainer
 :func:`grpo_trainer` makes is TRL's, with one method replaced: ``_generate_single_turn``, which
@@ -36,8 +37,8 @@ def grpo_trainer(grammar: str | None, json_schema: Mapping[str, Any] | None = No
     trainer = _constrained_class(GRPOTrainer)(**kwargs)
     if trainer.use_vllm or trainer.use_transformers_continuous_batching:
         raise UsageError(
-            "constrain: true decodes the rollouts with transformers' generate",
-            hint="turn off vLLM and continuous batching, or set constrain: false",
+            "constrain_rollouts: true decodes the rollouts with transformers' generate",
+            hint="turn off vLLM and continuous batching, or set constrain_rollouts: false",
         )
     trainer.constrain_to(grammar, json_schema)
     return trainer
@@ -68,7 +69,9 @@ def _constrained_class(base: type) -> type:
                     prompt_ids, images, multimodal_fields, num_generations, has_tool_images
                 )
             if multimodal_fields or has_tool_images or (images and any(i is not None for i in images)):
-                raise UsageError("constrain: true serves text-only policies", hint="set constrain: false")
+                raise UsageError(
+                    "constrain_rollouts: true serves text-only policies", hint="set constrain_rollouts: false"
+                )
             return _constrained_turn(self, prompt_ids, *self._grammar), None
 
     return ConstrainedGRPOTrainer
