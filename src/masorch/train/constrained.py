@@ -48,7 +48,7 @@ def _constrained_class(base: type) -> type:
     """A subclass of TRL's trainer ``base`` whose turns decode under a grammar."""
 
     class ConstrainedGRPOTrainer(base):
-        _grammar: tuple[TokenIndex, str] | None = None
+        _grammar: tuple[TokenIndex, str]
 
         def constrain_to(self, grammar: str | None, json_schema: Mapping[str, Any] | None) -> None:
             """Decode every later turn under ``grammar`` (or ``json_schema``)."""
@@ -64,10 +64,6 @@ def _constrained_class(base: type) -> type:
             num_generations: int,
             has_tool_images: bool = False,
         ) -> tuple[list[list[int]], None]:
-            if self._grammar is None:
-                return super()._generate_single_turn(
-                    prompt_ids, images, multimodal_fields, num_generations, has_tool_images
-                )
             if multimodal_fields or has_tool_images or (images and any(i is not None for i in images)):
                 raise UsageError(
                     "constrain_rollouts: true serves text-only policies", hint="set constrain_rollouts: false"
