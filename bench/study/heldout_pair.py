@@ -37,7 +37,7 @@ def main() -> None:
     _, held_rows = prompt_rows(cfg, agents)
     if not held_rows:
         raise SystemExit(f"{args.config} names no held-out rows (eval: / eval_limit)")
-    held_out = HeldOut(cfg, held_rows, agents, search_corpus(cfg.eval))
+    held_out = HeldOut(cfg, held_rows, agents, search_corpus([*cfg.train, *cfg.eval]))  # as train grpo
     _, weights_dtype = precisions(cfg.precision, cfg.lora)
     model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
     held_out.evaluate("before", model, tokenizer, resume=True)
