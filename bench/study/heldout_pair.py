@@ -17,6 +17,7 @@ import gc
 import logging
 from pathlib import Path
 
+from masorch.errors import MasorchError
 from masorch.train.config import load_config
 from masorch.train.gguf import load_policy
 from masorch.train.grpo import HeldOut, prompt_rows, search_corpus, train_agents
@@ -24,6 +25,13 @@ from masorch.train.trainer_parts import precisions
 
 
 def main() -> None:
+    try:
+        _main()
+    except MasorchError as exc:  # a bad config, a missing model or extra: its message and fix
+        raise SystemExit(f"error: {exc}") from None
+
+
+def _main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, required=True, help="a `masorch train grpo` config")
     parser.add_argument("--checkpoint", type=Path, required=True, help="a trained run's final/ directory")
