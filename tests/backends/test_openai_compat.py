@@ -77,7 +77,12 @@ async def test_persistent_fault_gives_up_after_max_attempts(fault: str) -> None:
 
 @pytest.mark.parametrize(
     ("fault", "code"),
-    [("400", "backend_bad_request"), ("401", "backend_auth"), ("bad_shape", "backend_bad_reply")],
+    [
+        ("400", "backend_bad_request"),
+        ("401", "backend_auth"),
+        ("bad_shape", "backend_bad_reply"),
+        ("context", "backend_context"),  # an HTTP 500 that another attempt cannot mend
+    ],
 )
 async def test_permanent_fault_fails_at_once(fault: str, code: str) -> None:
     with LoopbackServer(faults=FaultPlan(schedule=(fault,))) as server:  # type: ignore[arg-type]

@@ -404,7 +404,7 @@ class LocalBackend:
                     code="backend_local_died",
                     retryable=False,
                 ) from None
-            if exc.code == "backend_bad_request":
+            if exc.code in ("backend_bad_request", "backend_context"):
                 raise BackendError(
                     exc.message,
                     hint=f"the prompt may be longer than a slot's context ({self.settings.n_ctx} tokens): "

@@ -38,11 +38,12 @@ from masorch.errors import UsageError
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"  # never anything else: the server is for this machine's tests only
-FaultKind = Literal["429", "500", "slow", "drop", "malformed", "bad_shape", "400", "401"]
+FaultKind = Literal["429", "500", "slow", "drop", "malformed", "bad_shape", "400", "401", "context"]
 #: Transient faults a client should retry: the default kinds of a random fault plan.
 TRANSIENT_FAULTS: tuple[FaultKind, ...] = ("429", "500", "slow", "drop", "malformed")
-#: Every fault: the transient ones, a JSON reply that is not a completion, a rejected request, a bad key.
-FAULT_KINDS: tuple[FaultKind, ...] = (*TRANSIENT_FAULTS, "bad_shape", "400", "401")
+#: Every fault: the transient ones, a JSON reply that is not a completion, a rejected request, a bad key,
+#: a request past the model's context (llama.cpp's HTTP 500).
+FAULT_KINDS: tuple[FaultKind, ...] = (*TRANSIENT_FAULTS, "bad_shape", "400", "401", "context")
 Responder = Callable[[list[dict[str, Any]]], "str | Mapping[str, Any]"]
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 411: "Length Required"}
@@ -329,6 +330,9 @@ class LoopbackServer:
             return True
         if fault == "500":
             await self._write(writer, 500, {"error": {"message": "injected server error"}}, close)
+            return True
+        if fault == "context":  # llama.cpp's reply when generation runs past a slot's context
+            await self._write(writer, 500, {"error": {"message": "Context size has been exceeded."}}, close)
             return True
         if fault == "400":
             await self._write(writer, 400, {"error": {"message": "injected bad request"}}, close)

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import random
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,10 @@ log = logging.getLogger(__name__)
 BASE_URL_ENV = ("MASORCH_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 API_KEY_ENV = ("MASORCH_OPENAI_API_KEY", "OPENAI_API_KEY")
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
+#: How servers say a request does not fit the model's context: llama.cpp ("the request exceeds the
+#: available context size", or HTTP 500 "Context size has been exceeded" mid-generation), vLLM and
+#: OpenAI ("maximum context length", "context_length_exceeded"). Sending it again cannot help.
+_CONTEXT_EXCEEDED = re.compile(r"context (?:size|length|window)|context_length_exceeded", re.IGNORECASE)
 SchemaFormat = Literal["json_schema", "json_object"]
 #: How a server takes a GBNF grammar: llama.cpp's server a top-level ``grammar``; vLLM (0.12 and
 #: later) ``structured_outputs.grammar``; older vLLM ``guided_grammar``.
@@ -482,7 +487,15 @@ class OpenAIBackend:
                 retry_after = float(header)
             except ValueError:
                 retry_after = None
-        if status == 429:
+        if status >= 400 and _CONTEXT_EXCEEDED.search(detail):
+            err = BackendError(
+                f"the request does not fit the model's context (HTTP {status}): {detail}",
+                hint="lower the completion cap (max_tokens) or shorten the prompt, or serve the model "
+                "with a longer context",
+                code="backend_context",
+                retryable=False,
+            )
+        elif status == 429:
             err = BackendError(
                 f"rate limited (HTTP 429): {detail}",
                 hint="lower the concurrency or raise the rate limit",
