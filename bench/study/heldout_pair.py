@@ -5,7 +5,8 @@ harness, the config's prompt, grammar, sub-agents, sampler and seed), without tr
 untrained policy is read as the trainer reads it, the trained one from a saved ``final/`` directory.
 Both evaluations run on this machine, in one sitting, into ``<output_dir>/eval_before[_sampled]`` and
 ``eval_after[_sampled]``, so ``bench/train_report.py <output_dir>`` pairs them. A stopped run goes
-on where it stopped (the eval logs resume).
+on where it stopped (the eval logs resume), so evaluate another checkpoint into another ``output_dir``:
+the logs do not record which checkpoint wrote them.
 
     python bench/study/heldout_pair.py --config bench/study/grpo_math_e.yaml --checkpoint runs/study2d/final
 """
