@@ -116,6 +116,26 @@ async def test_serves_through_the_server_and_stops_it(
         await backend.complete(ASK, GenerateConfig())
 
 
+async def test_the_run_flags_size_the_server_of_a_local_model(
+    fake_binary: Path, model_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--slots`` and ``--ctx`` of run, eval and serve reach the llama.cpp server (through EnvSpec)."""
+    from masorch.run import EnvSpec
+
+    args_file = tmp_path / "args.json"
+    monkeypatch.setenv("FAKE_ARGS", str(args_file))
+    monkeypatch.setenv(ENGINE_ENV, str(fake_binary))
+    backend = EnvSpec.default(slots=2, n_ctx=8192).backend_factory(f"local:{model_file}")
+    try:
+        reply = await backend.complete(ASK, GenerateConfig())
+    finally:
+        await backend.aclose()
+    assert reply.text.startswith("model tiny.gguf")
+    argv = json.loads(args_file.read_text())
+    assert argv[argv.index("--parallel") + 1] == "2"
+    assert argv[argv.index("--ctx-size") + 1] == str(2 * 8192)
+
+
 async def test_a_corrupt_model_is_a_named_error(
     fake_binary: Path, model_file: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

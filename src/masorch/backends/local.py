@@ -408,7 +408,7 @@ class LocalBackend:
                 raise BackendError(
                     exc.message,
                     hint=f"the prompt may be longer than a slot's context ({self.settings.n_ctx} tokens): "
-                    "shorten it, lower max_tokens, or raise n_ctx",
+                    "shorten it, lower max_tokens, or raise n_ctx (--ctx on run, eval and serve)",
                     code="backend_context" if "context" in exc.message.lower() else exc.code,
                     retryable=False,
                 ) from None

@@ -41,6 +41,7 @@ class EnvArgs:
     scorer_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     slots: int | None = None
     agent_profile: AgentProfileName = "default"
+    n_ctx: int | None = None
 
 
 #: The run's environment flags -> the environment (backends, agents, scorers) of a run.
@@ -56,6 +57,7 @@ def default_env_factory(args: EnvArgs) -> EnvSpec:
         n_threads=args.threads,
         slots=args.slots,
         agent_profile=args.agent_profile,
+        n_ctx=args.n_ctx,
     )
 
 
@@ -122,6 +124,12 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         ),
         slots: int | None = typer.Option(
             None, "--slots", min=1, max=64, help="Requests an embedded (local:) model decodes at once (8)."
+        ),
+        ctx: int | None = typer.Option(
+            None,
+            "--ctx",
+            min=256,
+            help="Context tokens of each request to an embedded (local:) model, prompt and answer (4096).",
         ),
         concurrency: int = typer.Option(8, "--concurrency", min=1, help="Samples in flight."),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
@@ -223,7 +231,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         )
         scorer_options = {"llm_judge": {"model": scorer_judge}} if scorer_judge else {}
         profile = agent_profile_name(agent_profile)
-        env_args = EnvArgs(cache, max_tokens, threads, scorer_options, slots, profile)
+        env_args = EnvArgs(cache, max_tokens, threads, scorer_options, slots, profile, ctx)
         env = (env_factory or default_env_factory)(env_args)
         table = price_table(files=prices, flags=price, config=config)
         env = dataclasses.replace(env, backend_factory=PricedFactory(env.backend_factory, table))

@@ -147,6 +147,12 @@ def register(
         slots: int | None = typer.Option(
             None, "--slots", min=1, max=64, help="Requests an embedded (local:) model decodes at once (8)."
         ),
+        ctx: int | None = typer.Option(
+            None,
+            "--ctx",
+            min=256,
+            help="Context tokens of each request to an embedded (local:) model, prompt and answer (4096).",
+        ),
         constrain: bool | None = typer.Option(
             None,
             "--constrain/--no-constrain",
@@ -232,7 +238,7 @@ def register(
         if replay and cache is None:
             raise UsageError("--replay needs --cache", hint="e.g. --cache runs/cache.sqlite --replay")
         make_backend = backend_factory or functools.partial(
-            default_backend_factory, n_threads=threads, slots=slots
+            default_backend_factory, n_threads=threads, slots=slots, n_ctx=ctx
         )
         if cache is not None:
             make_backend = CachingFactory(make_backend, cache, "replay" if replay else "read_write")

@@ -69,6 +69,12 @@ def register(app: typer.Typer) -> None:
         slots: int | None = typer.Option(
             None, "--slots", min=1, max=64, help="Requests a local: model decodes."
         ),
+        ctx: int | None = typer.Option(
+            None,
+            "--ctx",
+            min=256,
+            help="Context tokens of each request to an embedded (local:) model, prompt and answer (4096).",
+        ),
     ) -> None:
         """Serve systems as models: POST /v1/chat/completions with model=SYSTEM, GET /v1/models."""
         require_extra("starlette", "serve")
@@ -93,7 +99,7 @@ def register(app: typer.Typer) -> None:
             read_timeout_s=read_timeout,
             hosts=LOOPBACK_HOSTS if _loopback(host) else None,  # on loopback: no DNS-rebinding page gets in
         )
-        _serve(specs, host, port, options, cache, max_tokens, threads, slots)
+        _serve(specs, host, port, options, cache, max_tokens, threads, slots, ctx)
 
 
 class _Terminated(SystemExit):
@@ -113,6 +119,7 @@ def _serve(
     max_tokens: int | None,
     threads: int | None,
     slots: int | None,
+    ctx: int | None = None,
 ) -> None:
     import asyncio
 
@@ -123,7 +130,7 @@ def _serve(
     from masorch.serve.http import uvicorn_config
 
     env = Environment(
-        EnvSpec.default(cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots)
+        EnvSpec.default(cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots, n_ctx=ctx)
     )
     app = make_app(specs, env, options)
     config = uvicorn_config(app, host, port, options)

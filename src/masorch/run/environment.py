@@ -33,18 +33,25 @@ def sas_plan(system: System) -> Plan:
 
 
 def default_backend_factory(
-    spec: str, cache_path: str | None = None, n_threads: int | None = None, slots: int | None = None
+    spec: str,
+    cache_path: str | None = None,
+    n_threads: int | None = None,
+    slots: int | None = None,
+    n_ctx: int | None = None,
 ) -> Backend:
     """A backend from a model string (:func:`masorch.backends.registry.make_backend`), cached if asked.
 
     ``n_threads`` sets an embedded (``local:``) model's CPU threads (default: all cores), ``slots`` the
-    requests its server decodes at once (default 8).
+    requests its server decodes at once (default 8), ``n_ctx`` the context tokens of each request,
+    prompt and answer together (default 4096).
     """
     from masorch.backends.registry import BackendSettings, make_backend
 
     settings = BackendSettings(cache_path=Path(cache_path) if cache_path else None, n_threads=n_threads)
     if slots is not None:
         settings = dataclasses.replace(settings, slots=slots)
+    if n_ctx is not None:
+        settings = dataclasses.replace(settings, n_ctx=n_ctx)
     return make_backend(spec, settings=settings)
 
 
@@ -101,6 +108,7 @@ class EnvSpec:
         slots: int | None = None,
         faults: ToolFaults | None = None,
         agent_profile: AgentProfileName = "default",
+        n_ctx: int | None = None,
     ) -> EnvSpec:
         """The real environment; with ``cache_path`` every backend records/replays through that cache;
         ``agent_profile`` picks the sub-agents and their defaults (``paper``: the official ones)."""
@@ -110,6 +118,7 @@ class EnvSpec:
                 cache_path=str(cache_path) if cache_path else None,
                 n_threads=n_threads,
                 slots=slots,
+                n_ctx=n_ctx,
             ),
             agents_factory=functools.partial(default_agents_factory, max_tokens, agent_profile),
             scorer_options=dict(scorer_options or {}),
