@@ -15,6 +15,11 @@ starting it again (``--records ''`` turns both off).
 
 Data: the MASBench test split (seed 3) at depth, parallel and robustness values 2 and 4, 20 tasks
 per cell, and the first 40 math500-subset problems; the same samples for every system (paired).
+
+Study 1c (the multi-round mode beside ``sas:cot``, math500 only) runs through the same script:
+
+    python bench/study/sas_vs_mas.py --out runs/study1c --config bench/study/systems_rounds.yaml \
+        --no-masbench --records bench/study/records/study1c.jsonl
 """
 
 from __future__ import annotations
@@ -35,12 +40,13 @@ def _masorch(*args: str) -> None:
     subprocess.run(command, check=True)
 
 
-def make_data(out: Path) -> list[str]:
-    """The MASBench files (one per axis) and the math500 subset, as --data arguments."""
+def make_data(out: Path, masbench_cells: bool = True) -> list[str]:
+    """The MASBench files (one per axis, unless not ``masbench_cells``) and the math500 subset, as
+    --data arguments."""
     masbench = out / "masbench"
     masbench.mkdir(parents=True, exist_ok=True)
-    data = []
-    for axis in AXES:
+    data: list[str] = []
+    for axis in AXES if masbench_cells else ():
         target = masbench / f"{axis}.jsonl"
         if not target.exists():
             _masorch("bench", "make", "-o", str(target), "--axis", axis, "--values", "2,4", "--n", "20",
@@ -88,6 +94,10 @@ def main() -> None:
                         help="Run this dataset's samples first (order only): math500-subset.")  # fmt: skip
     parser.add_argument("--records", default=str(HERE / "records" / "study1.jsonl"),
                         help="The log's copy kept in git ('' for none).")  # fmt: skip
+    parser.add_argument("--config", type=Path, default=HERE / "systems.yaml",
+                        help="The systems file (study 1c: systems_rounds.yaml).")  # fmt: skip
+    parser.add_argument("--no-masbench", action="store_true",
+                        help="Only the math500 cell (study 1c).")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     run_dir = args.out / "eval"
@@ -97,7 +107,7 @@ def main() -> None:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, cwd=HERE).stdout
         with (args.out / "commits.txt").open("a") as sink:  # the code each sitting ran
             sink.write(commit.strip() + "\n")
-        command = ["eval", "run", "--config", str(HERE / "systems.yaml"), *make_data(args.out)]
+        command = ["eval", "run", "--config", str(args.config), *make_data(args.out, not args.no_masbench)]
         command += ["--limit", "40", "--out", str(run_dir), "--concurrency", str(args.concurrency)]
         command += ["--slots", str(args.concurrency), "--cache", str(args.out / "cache.sqlite")]
         command += ["--max-tokens", "768"]
