@@ -316,7 +316,9 @@ def test_bad_input_is_a_named_error_with_a_hint(name, argv, code, text, files, t
     assert text in " ".join(err.split()), err
     assert "Traceback" not in err
     assert "CANARY-KEY" not in err
-    assert time.perf_counter() - start < 20
+    # A hang guard, not a speed test: an unbounded read (/dev/zero) never returns, while the first
+    # case's imports alone took over 20 s on a loaded 2-core machine.
+    assert time.perf_counter() - start < 120
 
 
 def test_an_alias_bomb_is_rejected_before_any_log_is_written(files, tmp_path, capsys):
