@@ -19,6 +19,7 @@ from rich.console import Console
 
 from masorch.agents.signatures import AgentProfileName, agent_profile_name
 from masorch.backends.prices import PricedFactory, price_table
+from masorch.cli._local_options import Ctx, Slots, Threads
 from masorch.cli._progress import counting_progress
 from masorch.errors import UsageError
 from masorch.eval.datasets.custom import FieldMap
@@ -119,18 +120,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             "--agents",
             help="Agent profile: default, or paper (the official MAS-Orchestra agents).",
         ),
-        threads: int | None = typer.Option(
-            None, "--threads", min=1, help="CPU threads of an embedded (local:) model."
-        ),
-        slots: int | None = typer.Option(
-            None, "--slots", min=1, max=64, help="Requests an embedded (local:) model decodes at once (8)."
-        ),
-        ctx: int | None = typer.Option(
-            None,
-            "--ctx",
-            min=256,
-            help="Context tokens of each request to an embedded (local:) model, prompt and answer (4096).",
-        ),
+        threads: Threads = None,
+        slots: Slots = None,
+        ctx: Ctx = None,
         concurrency: int = typer.Option(8, "--concurrency", min=1, help="Samples in flight."),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
         first: list[str] = typer.Option(  # noqa: B008

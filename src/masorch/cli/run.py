@@ -23,6 +23,7 @@ from masorch.agents.signatures import agent_profile_name
 from masorch.backends.base import Backend
 from masorch.backends.cache import CachingFactory
 from masorch.backends.prices import PricedFactory, price_table
+from masorch.cli._local_options import Ctx, Slots, Threads
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
 from masorch.run import Budget, Environment, EnvSpec, RunResult, System, run
@@ -141,18 +142,9 @@ def register(
             min=16,
             help="Most tokens of the orchestrator's plan or turn (1024; 8192 with --prompt official).",
         ),
-        threads: int | None = typer.Option(
-            None, "--threads", min=1, help="CPU threads of an embedded (local:) model (default: all cores)."
-        ),
-        slots: int | None = typer.Option(
-            None, "--slots", min=1, max=64, help="Requests an embedded (local:) model decodes at once (8)."
-        ),
-        ctx: int | None = typer.Option(
-            None,
-            "--ctx",
-            min=256,
-            help="Context tokens of each request to an embedded (local:) model, prompt and answer (4096).",
-        ),
+        threads: Threads = None,
+        slots: Slots = None,
+        ctx: Ctx = None,
         constrain: bool | None = typer.Option(
             None,
             "--constrain/--no-constrain",

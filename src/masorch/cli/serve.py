@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
+from masorch.cli._local_options import Ctx, Slots, Threads
 from masorch.errors import UsageError, require_extra
 from masorch.run.system import System
 
@@ -65,16 +66,9 @@ def register(app: typer.Typer) -> None:
         max_tokens: int | None = typer.Option(
             None, "--max-tokens", min=16, help="Cap of each sub-agent call."
         ),
-        threads: int | None = typer.Option(None, "--threads", min=1, help="CPU threads of a local: model."),
-        slots: int | None = typer.Option(
-            None, "--slots", min=1, max=64, help="Requests a local: model decodes."
-        ),
-        ctx: int | None = typer.Option(
-            None,
-            "--ctx",
-            min=256,
-            help="Context tokens of each request to an embedded (local:) model, prompt and answer (4096).",
-        ),
+        threads: Threads = None,
+        slots: Slots = None,
+        ctx: Ctx = None,
     ) -> None:
         """Serve systems as models: POST /v1/chat/completions with model=SYSTEM, GET /v1/models."""
         require_extra("starlette", "serve")
