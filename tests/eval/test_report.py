@@ -101,6 +101,36 @@ def test_paired_difference_against_best_sas_on_shared_samples() -> None:
     assert depth3.sas == "sas:cot" and depth3.diff.n == 1 and depth3.diff.mean == 1.0
 
 
+def test_a_multi_round_system_is_paired_with_the_best_sas_and_gets_its_rounds(tmp_path: Path) -> None:
+    rounds = {"name": "mas:rounds", "mode": "rounds", "variant": "rounds", "model": "m",
+              "orchestrator": "o", "budget": {"max_calls": 80}}  # fmt: skip
+    header = HEADER | {"systems": [*HEADER["systems"], rounds]}
+    runs = [
+        _rec("mas:rounds", "2a", True, rounds=2, tools_ran={"python": 3}, tool_statuses={"OK": 3},
+             ended_by="final_answer"),
+        _rec("mas:rounds", "2b", True, rounds=3, tools_ran={"python": 2, "cot": 2},
+             tool_statuses={"OK": 3, "EXEC_ERR": 1}, ended_by="synthesis"),
+        _rec("mas:rounds", "3a", False, status="budget", rounds=3, tools_ran={"sc": 4},
+             tool_statuses={"OK": 4, "BUDGET": 2}),
+    ]  # fmt: skip
+    s = summarize(header, [*RECORDS, *runs], n_boot=500)
+    p = next(p for p in s.paired if p.mas == "mas:rounds" and p.value is None)
+    # best SAS overall is sas:sc; shared samples 2a, 2b, 3a: rounds 1, 1, 0 against sc 1, 1, 0
+    assert (p.sas, p.diff.n, p.diff.mean) == ("sas:sc", 3, 0.0)
+    (r,) = s.rounds
+    assert (r.system, r.n, r.rounds) == ("mas:rounds", 3, pytest.approx(8 / 3))
+    assert r.tools == {"python": 5, "sc": 4, "cot": 2}
+    assert r.statuses == {"OK": 10, "EXEC_ERR": 1, "BUDGET": 2}
+    assert r.ended_by == {"final_answer": 1, "synthesis": 1, "budget": 1}  # no ending: the run's status
+    tmp_path.joinpath("log.jsonl").write_text(
+        "".join(json.dumps(x) + "\n" for x in [header, *RECORDS, *runs]), encoding="utf-8"
+    )
+    text = write_report(tmp_path, plots=False, n_boot=500).read_text(encoding="utf-8")
+    assert "| mas:rounds | sas:sc | 3 |" in text
+    assert "| mas:rounds | 3 | 2.67 | python 5, sc 4, cot 2 | OK 10, BUDGET 2, EXEC_ERR 1 |" in text
+    assert "orchestrator o, sub-agents m" in text
+
+
 def _write_log(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     lines = [HEADER, *RECORDS]

@@ -2,9 +2,11 @@
 
 Per system and dataset (and per axis value for MASBench files): accuracy with a 95 % bootstrap
 interval, mean calls, tokens, cost and wall time per sample, and the count of samples that did
-not end ok. Every MAS system is compared with the best SAS system of the same table (highest
-accuracy) by the paired bootstrap of the per-sample difference over the samples both finished.
-A sample whose run failed counts as wrong (it is in the denominator) and in the ``not ok`` column.
+not end ok. Every multi-agent system (one-step plans and the multi-round mode) is compared with the
+best SAS system of the same table (highest accuracy) by the paired bootstrap of the per-sample
+difference over the samples both finished. A sample whose run failed counts as wrong (it is in the
+denominator) and in the ``not ok`` column. Multi-round systems also get their rounds, tools, call
+statuses and endings.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ from typing import Any
 from masorch.errors import MALFORMED_VALUE, UsageError
 from masorch.eval.log import LOG_FILE, RunLog
 from masorch.eval.metrics import N_BOOT
-from masorch.eval.summary import CellStats, PairedStats, Summary, summarize
+from masorch.eval.summary import MULTI_AGENT_MODES, CellStats, PairedStats, RoundsStats, Summary, summarize
 from masorch.files import atomic_writer
 
 __all__ = [
     "REPORT_FILE",
     "CellStats",
     "PairedStats",
+    "RoundsStats",
     "Summary",
     "render_markdown",
     "summarize",
@@ -64,6 +67,29 @@ def _paired_table(paired: Sequence[PairedStats], by_value: bool) -> list[str]:
     return lines
 
 
+def _counts(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "-"
+
+
+def _rounds_table(stats: Sequence[RoundsStats]) -> list[str]:
+    if not stats:
+        return []
+    lines = [
+        "",
+        "Multi-round runs: mean rounds, the sub-agent tools that ran, the statuses of the calls, how "
+        "the runs ended.",
+        "",
+        "| system | runs | rounds | tools ran | call statuses | ended by |",
+        "|---|---:|---:|---|---|---|",
+    ]
+    for r in stats:
+        lines.append(
+            f"| {r.system} | {r.n} | {r.rounds:.2f} | {_counts(r.tools)} | {_counts(r.statuses)} "
+            f"| {_counts(r.ended_by)} |"
+        )
+    return lines
+
+
 def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Sequence[str] = ()) -> str:
     """The report as Markdown."""
     out = ["# Evaluation report", ""]
@@ -73,7 +99,7 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
     for name in summary.systems:
         s = systems.get(name, {})
         models = s.get("model", "?")
-        if s.get("mode") == "mas":
+        if s.get("mode") in MULTI_AGENT_MODES:
             models = f"orchestrator {s.get('orchestrator') or s.get('model')}, sub-agents {s.get('model')}"
         budget = ", ".join(f"{k.removeprefix('max_')} {v}" for k, v in (s.get("budget") or {}).items() if v)
         out.append(f"| {name} | {s.get('mode', '?')}:{s.get('variant', '?')} | {models} | {budget or '-'} |")
@@ -94,6 +120,7 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
             out.append("")
         out += _table([c for c in cells if c.value is None], "system")
         out += _paired_table([p for p in summary.paired if p.dataset == dataset and p.value is None], False)
+        out += _rounds_table([r for r in summary.rounds if r.dataset == dataset])
         by_value = [c for c in cells if c.value is not None]
         if by_value:
             out += ["", f"### by {summary.axes.get(dataset, 'axis')} value", ""]

@@ -13,6 +13,9 @@ from typing import Any
 
 from masorch.eval.metrics import ALPHA, N_BOOT, Interval, bootstrap_mean, mean, paired_difference
 
+#: The system modes compared with the best single-agent system of a table (one-step plans, rounds).
+MULTI_AGENT_MODES = ("mas", "rounds")
+
 
 @dataclass(frozen=True)
 class CellStats:
@@ -54,6 +57,19 @@ class PairedStats:
 
 
 @dataclass(frozen=True)
+class RoundsStats:
+    """What a multi-round system's runs did in one dataset: rounds, tools, statuses, how they ended."""
+
+    system: str
+    dataset: str
+    n: int
+    rounds: float
+    tools: Mapping[str, int]
+    statuses: Mapping[str, int]
+    ended_by: Mapping[str, int]
+
+
+@dataclass(frozen=True)
 class Summary:
     """Everything the report shows: cell statistics, paired differences, expected sample counts."""
 
@@ -63,6 +79,7 @@ class Summary:
     paired: tuple[PairedStats, ...]
     expected: Mapping[str, int]
     axes: Mapping[str, str]
+    rounds: tuple[RoundsStats, ...] = ()
 
     def cell(self, system: str, dataset: str, value: int | None = None) -> CellStats | None:
         """The statistics of one cell, or None when it has no samples."""
@@ -101,6 +118,27 @@ def _truncated(recs: Sequence[Mapping[str, Any]]) -> float | None:
     counted = [r for r in recs if r.get("truncated_calls") is not None]
     calls = sum(int(r.get("calls") or 0) for r in counted)
     return sum(int(r["truncated_calls"]) for r in counted) / calls if calls else None
+
+
+def _rounds(system: str, dataset: str, recs: Sequence[Mapping[str, Any]]) -> RoundsStats | None:
+    """The rounds figures of a system's records in one dataset (None: no rounds run among them)."""
+    runs = [r for r in recs if r.get("rounds") is not None]
+    if not runs:
+        return None
+    tools: Counter[str] = Counter()
+    statuses: Counter[str] = Counter()
+    for r in runs:
+        tools.update(r.get("tools_ran") or {})
+        statuses.update(r.get("tool_statuses") or {})
+    return RoundsStats(
+        system=system,
+        dataset=dataset,
+        n=len(runs),
+        rounds=mean([float(r["rounds"]) for r in runs]),
+        tools=dict(tools.most_common()),
+        statuses=dict(statuses.most_common()),
+        ended_by=dict(Counter(str(r.get("ended_by") or r.get("status")) for r in runs).most_common()),
+    )
 
 
 def summarize(
@@ -143,7 +181,7 @@ def summarize(
                 continue
             best = max(sas, key=lambda c: (c.accuracy.mean, -systems.index(c.system)))
             for c in here:
-                if modes.get(c.system) != "mas":
+                if modes.get(c.system) not in MULTI_AGENT_MODES:
                     continue
                 a = {r["sample_id"]: r for r in groups[(c.system, dataset, value)]}
                 b = {r["sample_id"]: r for r in groups[(best.system, dataset, value)]}
@@ -155,4 +193,6 @@ def summarize(
                 )
                 paired.append(PairedStats(dataset, value, c.system, best.system, diff))
     expected = {d["name"]: int(d.get("n", 0)) for d in header.get("datasets", [])}
-    return Summary(tuple(systems), tuple(datasets), tuple(cells), tuple(paired), expected, axes)
+    rounds = [_rounds(s, d, recs) for (s, d, v), recs in groups.items() if v is None]
+    kept = tuple(r for r in rounds if r is not None)
+    return Summary(tuple(systems), tuple(datasets), tuple(cells), tuple(paired), expected, axes, kept)
