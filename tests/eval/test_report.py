@@ -102,7 +102,7 @@ def test_paired_difference_against_best_sas_on_shared_samples() -> None:
 
 
 def test_a_multi_round_system_is_paired_with_the_best_sas_and_gets_its_rounds(tmp_path: Path) -> None:
-    rounds = {"name": "mas:rounds", "mode": "rounds", "variant": "rounds", "model": "m",
+    rounds = {"name": "mas:rounds", "mode": "rounds", "variant": "", "model": "m",
               "orchestrator": "o", "budget": {"max_calls": 80}}  # fmt: skip
     header = HEADER | {"systems": [*HEADER["systems"], rounds]}
     runs = [
@@ -128,7 +128,7 @@ def test_a_multi_round_system_is_paired_with_the_best_sas_and_gets_its_rounds(tm
     text = write_report(tmp_path, plots=False, n_boot=500).read_text(encoding="utf-8")
     assert "| mas:rounds | sas:sc | 3 |" in text
     assert "| mas:rounds | 3 | 2.67 | python 5, sc 4, cot 2 | OK 10, BUDGET 2, EXEC_ERR 1 |" in text
-    assert "orchestrator o, sub-agents m" in text
+    assert "| mas:rounds | mas:rounds | orchestrator o, sub-agents m |" in text
 
 
 def _write_log(directory: Path) -> None:

@@ -20,6 +20,7 @@ from masorch.eval.log import LOG_FILE, RunLog
 from masorch.eval.metrics import N_BOOT
 from masorch.eval.summary import MULTI_AGENT_MODES, CellStats, PairedStats, RoundsStats, Summary, summarize
 from masorch.files import atomic_writer
+from masorch.run.system import system_label
 
 __all__ = [
     "REPORT_FILE",
@@ -102,7 +103,8 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
         if s.get("mode") in MULTI_AGENT_MODES:
             models = f"orchestrator {s.get('orchestrator') or s.get('model')}, sub-agents {s.get('model')}"
         budget = ", ".join(f"{k.removeprefix('max_')} {v}" for k, v in (s.get("budget") or {}).items() if v)
-        out.append(f"| {name} | {s.get('mode', '?')}:{s.get('variant', '?')} | {models} | {budget or '-'} |")
+        label = system_label(str(s.get("mode", "?")), str(s.get("variant", "?")))
+        out.append(f"| {name} | {label} | {models} | {budget or '-'} |")
     out += [
         "",
         "Accuracy counts every finished sample (a run that did not end ok is wrong); intervals are "

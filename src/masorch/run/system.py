@@ -185,7 +185,7 @@ class System(BaseModel):
     def _default_name(cls, data: Any) -> Any:
         if isinstance(data, Mapping) and not data.get("name"):
             mode, variant = data.get("mode"), data.get("variant", "")
-            data = {**data, "name": _label(str(mode), str(variant))}
+            data = {**data, "name": system_label(str(mode), str(variant))}
         return data
 
     @model_validator(mode="before")
@@ -286,7 +286,7 @@ class System(BaseModel):
     @property
     def label(self) -> str:
         """``sas:KIND``, ``mas:DOM``, ``mas:rounds`` or ``mas:rounds-serial``."""
-        return _label(self.mode, self.variant)
+        return system_label(self.mode, self.variant)
 
     @property
     def is_sas(self) -> bool:
@@ -345,7 +345,12 @@ class System(BaseModel):
             raise config_error(cls, exc, context=f"system {name!r}", see=_SEE) from None
 
 
-def _label(mode: str, variant: str) -> str:
+def system_label(mode: str, variant: str) -> str:
+    """The name a system is written as, from its logged mode and variant.
+
+    >>> system_label("rounds", ""), system_label("sas", "cot")
+    ('mas:rounds', 'sas:cot')
+    """
     if mode == "rounds":
         return "mas:rounds-serial" if variant == "serial" else "mas:rounds"
     return f"{mode}:{variant}"
