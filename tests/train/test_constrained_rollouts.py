@@ -89,7 +89,7 @@ def test_constrained_plan_rollouts_are_valid_plans(tmp_path: Path) -> None:
         constrain_rollouts=True,
         output_dir=str(tmp_path / "run"),
     )
-    report = train_grpo(cfg, subagent=boxed_one())
+    report = train_grpo(cfg, backends={cfg.subagent: boxed_one()})
     assert report.steps == 1
     samples = [json.loads(x) for x in (tmp_path / "run" / SAMPLES_FILE).read_text().splitlines()]
     assert len(samples) == 4 and all(s["valid"] for s in samples), samples

@@ -35,7 +35,7 @@ def test_two_grpo_steps_log_rewards_and_save_a_loadable_checkpoint(tmp_path: Pat
         resume=True,
         output_dir=str(tmp_path / "run"),
     )
-    report = train_grpo(cfg, subagent=ScriptedBackend(lambda m, c: "\\boxed{3}"))
+    report = train_grpo(cfg, backends={cfg.subagent: ScriptedBackend(lambda m, c: "\\boxed{3}")})
     assert report.steps == 2
     steps = [line for line in report.logs if "loss" in line]
     assert len(steps) == 2
@@ -57,7 +57,8 @@ def test_two_grpo_steps_log_rewards_and_save_a_loadable_checkpoint(tmp_path: Pat
     # The next sitting: one more step from checkpoint-2; the finished "before" evaluation is kept.
     before_log = (tmp_path / "run" / "eval_before" / "log.jsonl").read_text()
     more = train_grpo(
-        cfg.model_copy(update={"max_steps": 3}), subagent=ScriptedBackend(lambda m, c: "\\boxed{3}")
+        cfg.model_copy(update={"max_steps": 3}),
+        backends={cfg.subagent: ScriptedBackend(lambda m, c: "\\boxed{3}")},
     )
     trained = [line["step"] for line in more.logs if "loss" in line]
     assert more.steps == 3 and trained == [1, 2, 3]  # the run's steps, step 3 trained now

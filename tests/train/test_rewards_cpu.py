@@ -173,3 +173,23 @@ def test_each_executed_batch_is_logged_once_with_its_plans(backend: ScriptedBack
         (7, "no plan here", False),
     ]
     assert lines[1]["status"] == "ok" and lines[1]["answer"] == "17" and lines[2]["status"] == "invalid_plan"
+
+
+def test_subagent_models_run_their_kinds_on_another_model() -> None:
+    from masorch.train.config import TrainConfig
+    from masorch.train.grpo import plan_rewards
+
+    big = ScriptedBackend(lambda m, c: "\\boxed{17}", name="big")
+    small = ScriptedBackend(lambda m, c: "\\boxed{5}", name="small")
+    cfg = TrainConfig(subagent="scripted:big", subagent_models={"cot": "scripted:small"})
+    assert cfg.policy_system().agent_models == {"cot": "scripted:small"}  # evaluation runs them too
+    r = plan_rewards(cfg, default_registry(), None, backends={"scripted:big": big, "scripted:small": small})
+    try:
+        (correctness, *_) = r.reward_funcs()
+        assert correctness([COT, SC], **rows(2)) == [0.0, 1.0]  # cot on the small model, sc on the big
+        assert (len(small.calls), len(big.calls)) == (1, 5)
+    finally:
+        r.close()
+    typo = cfg.model_copy(update={"subagent_models": {"cott": "scripted:small"}})
+    with pytest.raises(UsageError, match="cott"):
+        plan_rewards(typo, default_registry(), None, backends={"scripted:big": big, "scripted:small": small})

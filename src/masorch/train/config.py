@@ -187,6 +187,13 @@ class TrainConfig(PolicyTraining, PolicySampling):
     subagent: str = Field(
         default="local:smollm2-135m", min_length=1, description="sub-agent model string (provider:model)"
     )
+    subagent_models: dict[str, str] = Field(
+        default_factory=dict,
+        description=(
+            "per agent kind, the model that runs it instead of `subagent` in training and evaluation "
+            "alike, e.g. {cot: local:qwen2.5-coder-0.5b} (an eval system's agent_models)"
+        ),
+    )
     subagent_max_tokens: int = Field(default=256, description="completion cap of each sub-agent call")
     cache_path: str | None = Field(
         default=None,
@@ -267,6 +274,7 @@ class TrainConfig(PolicyTraining, PolicySampling):
             mode="mas",
             variant=self.dom.value,
             model=self.subagent,
+            agent_models=dict(self.subagent_models),
             dialect=self.dialect,
             prompt_examples=self.prompt_examples,
             constrain=self.constrain,

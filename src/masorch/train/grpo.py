@@ -14,7 +14,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,17 +156,45 @@ def search_retriever(corpus: Path | None) -> Retriever | None:
     return default_retriever_factory(corpus)
 
 
+def subagent_roles(
+    cfg: TrainConfig, agents: AgentRegistry, lent: Mapping[str, Backend] | None = None
+) -> RoleBackends:
+    """The backends that run a config's plans: ``subagent`` for every kind but those
+    ``subagent_models`` gives another model. One backend per distinct model: a lent one (tests)
+    where ``lent`` has the model string, else :func:`subagent_backend`. A kind ``agents`` does not
+    offer is a UsageError, as in ``masorch run``."""
+    unknown = sorted(k for k in cfg.subagent_models if k not in agents)
+    if unknown:
+        raise UsageError(
+            f"subagent_models names kinds the training cannot offer: {', '.join(unknown)}",
+            hint=f"kinds: {', '.join(agents.catalogue())}",
+        )
+    built: dict[str, Backend] = {}
+
+    def backend(model: str) -> Backend:
+        if model not in built:
+            built[model] = (lent or {}).get(model) or subagent_backend(cfg, model)
+        return built[model]
+
+    return RoleBackends(
+        subagent=backend(cfg.subagent),
+        per_kind={kind: backend(model) for kind, model in cfg.subagent_models.items()},
+    )
+
+
 def plan_rewards(
     cfg: TrainConfig,
     agents: AgentRegistry,
-    subagent: Backend,
     retriever: Retriever | None,
+    *,
+    backends: Mapping[str, Backend] | None = None,
     on_batch: BatchHook | None = None,
 ) -> PlanRewards:
-    """The reward functions of a config: sampled plans run by ``agents`` on ``subagent`` within the
-    per-plan limits (:func:`rollout_settings`), weighted and cost-targeted as the config says."""
+    """The reward functions of a config: sampled plans run by ``agents`` on the config's sub-agent
+    models (:func:`subagent_roles`; ``backends`` lends some by model string) within the per-plan
+    limits (:func:`rollout_settings`), weighted and cost-targeted as the config says."""
     executor = PlanExecutor(
-        agents, RoleBackends(subagent=subagent), rollout_settings(cfg), retriever=retriever
+        agents, subagent_roles(cfg, agents, backends), rollout_settings(cfg), retriever=retriever
     )
     cost = CostTarget(calls=cfg.cost_target_calls, tokens=cfg.cost_target_tokens, cap=cfg.cost_cap)
     return PlanRewards(executor, weights=cfg.reward_weights, cost_target=cost, on_batch=on_batch)
@@ -176,15 +204,15 @@ def plan_rewards(
 class HeldOut:
     """The before/after evaluation of a training run: its held-out rows through the eval harness.
 
-    ``subagent`` is a backend lent by a test; without one each evaluation builds its own (same
-    cache), since it runs on its own event loop.
+    ``backends`` are sub-agent backends lent by a test, by model string; each evaluation builds
+    its own of every other model (same cache), since it runs on its own event loop.
     """
 
     cfg: TrainConfig
     rows: list[Row]
     agents: AgentRegistry
     corpus: Path | None
-    subagent: Backend | None = None
+    backends: Mapping[str, Backend] = field(default_factory=dict)
 
     def evaluate(
         self, tag: str, policy: Any, tokenizer: Any, *, resume: bool = False
@@ -225,7 +253,8 @@ class HeldOut:
         return summary
 
     def _subagent(self, model: str) -> Backend:
-        return SharedBackend(self.subagent) if self.subagent is not None else subagent_backend(self.cfg)
+        lent = self.backends.get(model)
+        return SharedBackend(lent) if lent is not None else subagent_backend(self.cfg, model)
 
 
 def rollout_constraint(cfg: TrainConfig, agents: AgentRegistry) -> GenerateConfig:
@@ -277,11 +306,12 @@ def _grpo_trainer(
 def train_grpo(
     cfg: TrainConfig,
     *,
-    subagent: Backend | None = None,
+    backends: Mapping[str, Backend] | None = None,
     agents: AgentRegistry | None = None,
     on_log: Callable[[dict[str, Any]], None] | None = None,
 ) -> TrainReport:
-    """Run GRPO as ``cfg`` says; ``subagent``/``agents`` replace the configured ones (tests)."""
+    """Run GRPO as ``cfg`` says; ``backends`` (sub-agent backends by model string) and ``agents``
+    replace the configured ones (tests)."""
     require_train_stack()
     from masorch.train.gguf import load_policy
 
@@ -293,10 +323,8 @@ def train_grpo(
     train_rows, held_rows = prompt_rows(cfg, agents)
     corpus = search_corpus([*cfg.train, *cfg.eval])
     retriever = search_retriever(corpus)  # before any backend exists: a missing corpus leaks nothing
-    rewards = plan_rewards(
-        cfg, agents, subagent or subagent_backend(cfg), retriever, on_batch=SampleLog(out / SAMPLES_FILE)
-    )
-    held_out = HeldOut(cfg, held_rows, agents, corpus, subagent)
+    rewards = plan_rewards(cfg, agents, retriever, backends=backends, on_batch=SampleLog(out / SAMPLES_FILE))
+    held_out = HeldOut(cfg, held_rows, agents, corpus, dict(backends or {}))
     try:
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
         precision, weights_dtype = precisions(cfg.precision, cfg.lora)

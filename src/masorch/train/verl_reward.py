@@ -55,17 +55,11 @@ class RewardService:
 
 
 def build_rewards(cfg: TrainConfig) -> PlanRewards:
-    """The PlanRewards of a training config (sub-agent backend with its cache, per-plan limits)."""
-    from masorch.train.grpo import (
-        plan_rewards,
-        search_corpus,
-        search_retriever,
-        subagent_backend,
-        train_agents,
-    )
+    """The PlanRewards of a training config (sub-agent backends with their cache, per-plan limits)."""
+    from masorch.train.grpo import plan_rewards, search_corpus, search_retriever, train_agents
 
     retriever = search_retriever(search_corpus([*cfg.train, *cfg.eval]))
-    return plan_rewards(cfg, train_agents(cfg), subagent_backend(cfg), retriever)
+    return plan_rewards(cfg, train_agents(cfg), retriever)
 
 
 #: The process-wide service verl's entry points use (one per worker process; built lazily).
