@@ -12,8 +12,10 @@ on the whole question (``sas``), a one-step plan checked and executed (``mas:low
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 
+from masorch.agents.base import AgentRegistry
 from masorch.errors import UsageError
 from masorch.run.environment import Environment
 from masorch.run.executor import run_plan
@@ -57,12 +59,7 @@ async def run(
         return dataclasses.replace(result, plan=validated.plan)
     agents = env.offered_agents(retriever=retriever is not None, history=system.mode == "rounds")
     orchestrator = env.backend(system.orchestrator_model)
-    unknown = sorted(k for k in system.agent_models if k not in agents)
-    if unknown:
-        raise UsageError(
-            f"agent models are set for kinds this run cannot offer: {', '.join(unknown)}",
-            hint=f"kinds: {', '.join(agents.catalogue())}",
-        )
+    check_agent_models(system.agent_models, agents)
     if system.mode == "rounds":
         return await run_rounds(
             question,
@@ -84,3 +81,14 @@ async def run(
         trace=trace,
         retriever=retriever,
     )
+
+
+def check_agent_models(agent_models: Mapping[str, str], agents: AgentRegistry) -> None:
+    """A UsageError naming the kinds ``agent_models`` sets a model for that ``agents`` does not offer
+    (the one check for a run's ``agent_models`` and a training config's ``subagent_models``)."""
+    unknown = sorted(k for k in agent_models if k not in agents)
+    if unknown:
+        raise UsageError(
+            f"agent models are set for kinds this run cannot offer: {', '.join(unknown)}",
+            hint=f"kinds: {', '.join(agents.catalogue())}",
+        )

@@ -23,6 +23,7 @@ from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, GenerateConfig
 from masorch.errors import UsageError
 from masorch.run.executor import RoleBackends
+from masorch.run.lifecycle import check_agent_models
 from masorch.run.orchestrate import OrchestrateOptions, plan_generate_config
 from masorch.run.system import System
 from masorch.train.config import SourceConfig, TrainConfig
@@ -163,12 +164,7 @@ def subagent_roles(
     ``subagent_models`` gives another model. One backend per distinct model: a lent one (tests)
     where ``lent`` has the model string, else :func:`subagent_backend`. A kind ``agents`` does not
     offer is a UsageError, as in ``masorch run``."""
-    unknown = sorted(k for k in cfg.subagent_models if k not in agents)
-    if unknown:
-        raise UsageError(
-            f"subagent_models names kinds the training cannot offer: {', '.join(unknown)}",
-            hint=f"kinds: {', '.join(agents.catalogue())}",
-        )
+    check_agent_models(cfg.subagent_models, agents)
     built: dict[str, Backend] = {}
 
     def backend(model: str) -> Backend:
