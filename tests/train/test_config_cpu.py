@@ -33,8 +33,8 @@ def test_yaml_config_reads_nested_sources_and_overrides(tmp_path: Path) -> None:
 
 def test_a_dotted_override_changes_one_nested_field(tmp_path: Path) -> None:
     p = write(tmp_path, "train: [{kind: masbench_gen}]\nreward_weights: {correctness: 1.0, validity: 0.5}\n")
-    cfg = load_config(p, {"reward_weights.validity": 0.25, "reward_weights.format": 0.1})
-    assert cfg.reward_weights == {"correctness": 1.0, "validity": 0.25, "format": 0.1}
+    cfg = load_config(p, {"reward_weights.validity": 0.25, "reward_weights.dom": 0.1})
+    assert cfg.reward_weights == {"correctness": 1.0, "validity": 0.25, "dom": 0.1}
 
 
 def test_a_dotted_override_through_a_scalar_names_the_key(tmp_path: Path) -> None:
@@ -53,11 +53,48 @@ def test_a_dotted_override_through_a_scalar_names_the_key(tmp_path: Path) -> Non
         ("train: [{kind: masbench_gen}]\ndom: medium\n", "dom"),
         ("max_steps: 3\n", "no train sources"),
         ("- a list\n", "mapping"),
+        ("train: [{kind: masbench_gen}]\nmax_steps: -5\n", r"config.max_steps.*greater than or equal to 1"),
+        ("train: [{kind: masbench_gen}]\nlearning_rate: -1\n", "learning_rate"),
+        ("train: [{kind: masbench_gen}]\nlora_dropout: 5\n", "lora_dropout"),
+        ("train: [{kind: masbench_gen}]\nmax_train_s: .nan\n", "max_train_s"),
+        ("train: [{kind: masbench_gen}]\nsave_steps: -1\n", "save_steps"),
+        ("train: [{kind: masbench_gen}]\nmodel: ''\n", "config.model"),
+        (
+            "train: [{kind: masbench_gen}]\nsubagent: foo\n",
+            "config.subagent: a model string is not provider:model",
+        ),
+        ("train: [{kind: masbench_gen}]\nsubagent_models: {cot: nosuch:m}\n", "subagent_models.cot: unknown"),
+        ("train: [{kind: masbench_gen}]\nreward_weights: {bogus: 1}\n", "unknown component 'bogus'"),
+        ("train: [{kind: masbench_gen, split: bogus}]\n", r"config.train\[0\].split"),
+        ("train: [{kind: masbench_gen, count: -3}]\n", r"config.train\[0\].count"),
+        ("train: [{kind: dataset, name: math500-subset, scorer: nosuch}]\n", "unknown scorer 'nosuch'"),
     ],
 )
 def test_bad_configs_name_the_problem(tmp_path: Path, text: str, match: str) -> None:
     with pytest.raises(UsageError, match=match):
         load_config(write(tmp_path, text))
+
+
+def test_a_run_that_cannot_start_leaves_the_previous_runs_files_alone(tmp_path: Path) -> None:
+    pytest.importorskip("trl")
+    from masorch.train.grpo import train_grpo
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "log.jsonl").write_text('{"step": 1}\n{"step": 2}\n', encoding="utf-8")
+    (out / "samples.jsonl").write_text('{"step": 0}\n', encoding="utf-8")
+    cfg = TrainConfig(
+        train=[SourceConfig(kind="masbench", path=str(tmp_path / "nope.jsonl"))], output_dir=str(out)
+    )
+    with pytest.raises(UsageError, match=r"nope\.jsonl"):
+        train_grpo(cfg)
+    cfg = load_config(
+        write(tmp_path, f"train: [{{kind: masbench_gen}}]\noutput_dir: {out}\ntrl: {{bogus_key: 1}}\n")
+    )
+    with pytest.raises(UsageError, match=r"GRPOConfig refused the config.*bogus_key"):
+        train_grpo(cfg)
+    assert (out / "log.jsonl").read_text(encoding="utf-8") == '{"step": 1}\n{"step": 2}\n'
+    assert (out / "samples.jsonl").read_text(encoding="utf-8") == '{"step": 0}\n'
 
 
 def test_every_field_documents_itself() -> None:

@@ -11,23 +11,38 @@ the before/after evaluation both derive their settings from.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from masorch.backends.cache import CacheMode
+from masorch.backends.registry import check_model_string
 from masorch.config import ConfigModel, describe_fields
 from masorch.errors import UsageError
 from masorch.plan.model import DoM
 from masorch.plan.parse import Dialect
 from masorch.run.budget import Budget
 from masorch.run.system import System
+from masorch.score.registry import canonical_scorer
 from masorch.train.reward_components import DEFAULT_WEIGHTS
 
 Precision = Literal["auto", "bf16", "fp32"]
 #: The values of ``precision``.
 PRECISIONS: tuple[str, ...] = get_args(Precision)
+
+
+def check_models(models: Mapping[str, str | None]) -> None:
+    """A UsageError naming the key unless each model string (``None``: unset) is ``provider:model``
+    with a known provider; nothing is built, so a config fails on loading, before a run writes."""
+    for key, model in models.items():
+        if model is None:
+            continue
+        try:
+            check_model_string(model)
+        except UsageError as exc:
+            raise UsageError(f"config.{key}: {exc.message}", hint=exc.hint) from None
 
 
 class SourceConfig(ConfigModel):
@@ -43,10 +58,16 @@ class SourceConfig(ConfigModel):
     name: str | None = Field(
         default=None, description="dataset: a masorch.eval.datasets name (aime24, hotpotqa, ...)"
     )
-    axis: str = Field(default="depth", description="masbench_gen: the MASBench axis")
+    axis: Literal["depth", "horizon", "breadth", "parallel", "robustness"] = Field(
+        default="depth", description="masbench_gen: the MASBench axis"
+    )
     values: str = Field(default="2-4", description="masbench_gen: axis values, e.g. 2-4 or 2,3,8")
-    count: int = Field(default=32, description="masbench_gen: instances in all (spread over the values)")
-    split: str = Field(default="train", description="masbench_gen: train or test (template-disjoint)")
+    count: int = Field(
+        default=32, ge=1, description="masbench_gen: instances in all (spread over the values)"
+    )
+    split: Literal["train", "test"] = Field(
+        default="train", description="masbench_gen: train or test (template-disjoint)"
+    )
     seed: int = Field(default=0, description="masbench_gen: generator seed; dataset: sampling seed")
     where: dict[str, str] = Field(
         default_factory=dict,
@@ -55,10 +76,17 @@ class SourceConfig(ConfigModel):
     skip: int = Field(
         default=0, ge=0, description="leave out the first N items (keeps a held-out range disjoint)"
     )
-    limit: int | None = Field(default=None, description="keep at most this many prompts of this source")
+    limit: int | None = Field(default=None, ge=0, description="keep at most this many prompts of this source")
     scorer: str | None = Field(
         default=None, description="grading of the executed answer (default: masbench, or the dataset's)"
     )
+
+    @field_validator("scorer")
+    @classmethod
+    def _known_scorer(cls, name: str | None) -> str | None:
+        if name is not None:
+            canonical_scorer(name)  # an unknown name: a UsageError listing the scorers
+        return name
 
 
 class PolicyTraining(ConfigModel):
@@ -67,12 +95,13 @@ class PolicyTraining(ConfigModel):
 
     model: str = Field(
         default="local:qwen2.5-coder-0.5b",
+        min_length=1,
         description="orchestrator to train: local:<embedded GGUF>, a .gguf path, or a Hugging Face model dir",
     )
     lora: bool = Field(default=True, description="train LoRA adapters (peft) instead of all weights")
-    lora_r: int = Field(default=8, description="LoRA rank")
-    lora_alpha: int = Field(default=16, description="LoRA alpha")
-    lora_dropout: float = Field(default=0.0, description="LoRA dropout")
+    lora_r: int = Field(default=8, ge=1, description="LoRA rank")
+    lora_alpha: int = Field(default=16, ge=1, description="LoRA alpha")
+    lora_dropout: float = Field(default=0.0, ge=0, lt=1, description="LoRA dropout")
     precision: Precision = Field(
         default="auto",
         description=(
@@ -91,8 +120,10 @@ class PolicyTraining(ConfigModel):
             "memory (without it, GRPO on 8 x 1,300-token sequences of a 0.5B model passed 24 GB on a CPU)"
         ),
     )
-    logging_steps: int = Field(default=1, description="log every N steps")
-    save_steps: int = Field(default=0, description="save a checkpoint every N steps (0: only at the end)")
+    logging_steps: int = Field(default=1, ge=1, description="log every N steps")
+    save_steps: int = Field(
+        default=0, ge=0, description="save a checkpoint every N steps (0: only at the end)"
+    )
     keep_checkpoints: int = Field(
         default=2, ge=1, description="checkpoints kept in output_dir (the oldest deleted as new ones come)"
     )
@@ -106,11 +137,13 @@ class PolicyTraining(ConfigModel):
     )
     max_train_s: float | None = Field(
         default=None,
+        gt=0,
+        allow_inf_nan=False,
         description=(
             "stop training cleanly after this many seconds (then save; GRPO then evaluates); None: no limit"
         ),
     )
-    seed: int = Field(default=0, description="random seed")
+    seed: int = Field(default=0, ge=0, description="random seed")
 
 
 class PolicySampling(ConfigModel):
@@ -152,7 +185,9 @@ class TrainConfig(PolicyTraining, PolicySampling):
         default_factory=list, description="held-out prompt sources for the before/after evaluation"
     )
     eval_limit: int = Field(
-        default=16, description="held-out prompts evaluated before and after training (0: no evaluation)"
+        default=16,
+        ge=0,
+        description="held-out prompts evaluated before and after training (0: no evaluation)",
     )
     eval_sampled: bool = Field(
         default=False,
@@ -194,7 +229,7 @@ class TrainConfig(PolicyTraining, PolicySampling):
             "alike, e.g. {cot: local:qwen2.5-coder-0.5b} (an eval system's agent_models)"
         ),
     )
-    subagent_max_tokens: int = Field(default=256, description="completion cap of each sub-agent call")
+    subagent_max_tokens: int = Field(default=256, ge=1, description="completion cap of each sub-agent call")
     cache_path: str | None = Field(
         default=None,
         description=(
@@ -216,23 +251,31 @@ class TrainConfig(PolicyTraining, PolicySampling):
         description="weight of each component: correctness, validity, dom, cost",
     )
     cost_target_calls: int | None = Field(
-        default=8, description="cost component: sub-agent calls per plan before a penalty"
+        default=8, ge=0, description="cost component: sub-agent calls per plan before a penalty"
     )
     cost_target_tokens: int | None = Field(
-        default=None, description="cost component: sub-agent tokens per plan before a penalty"
+        default=None, ge=0, description="cost component: sub-agent tokens per plan before a penalty"
     )
-    cost_cap: float = Field(default=1.0, description="cost component: largest penalty")
+    cost_cap: float = Field(
+        default=1.0, ge=0, allow_inf_nan=False, description="cost component: largest penalty"
+    )
     # -- GRPO (TRL) --
     num_generations: int = Field(default=4, description="K: plans sampled per prompt (the GRPO group)")
     batch_size: int = Field(
         default=4, description="completions per optimisation step (a multiple of num_generations)"
     )
-    max_steps: int = Field(default=20, description="optimisation steps")
+    max_steps: int = Field(default=20, ge=1, description="optimisation steps")
     learning_rate: float = Field(
-        default=1e-4, description="learning rate (1e-4 suits LoRA; use ~1e-6 for full fine-tuning)"
+        default=1e-4,
+        gt=0,
+        allow_inf_nan=False,
+        description="learning rate (1e-4 suits LoRA; use ~1e-6 for full fine-tuning)",
     )
     beta: float = Field(
-        default=0.0, description="KL coefficient (0: no reference model, as in recent GRPO practice)"
+        default=0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="KL coefficient (0: no reference model, as in recent GRPO practice)",
     )
     temperature: float = Field(default=1.0, ge=0, description="sampling temperature of the K plans")
     max_completion_length: int = Field(default=160, ge=1, description="token cap of a sampled plan")
@@ -243,6 +286,18 @@ class TrainConfig(PolicyTraining, PolicySampling):
 
     @model_validator(mode="after")
     def _group(self) -> TrainConfig:
+        check_models(
+            {
+                "subagent": self.subagent,
+                **{f"subagent_models.{k}": m for k, m in self.subagent_models.items()},
+            }
+        )
+        unknown = sorted(set(self.reward_weights) - set(DEFAULT_WEIGHTS))
+        if unknown:
+            raise UsageError(
+                f"config.reward_weights: unknown component {unknown[0]!r}",
+                hint=f"components: {', '.join(DEFAULT_WEIGHTS)}",
+            )
         if self.num_generations < 2:
             raise UsageError(
                 "num_generations must be >= 2: GRPO compares plans within a group", hint="e.g. 4"

@@ -271,7 +271,7 @@ def rollout_constraint(cfg: TrainConfig, agents: AgentRegistry) -> GenerateConfi
 
 def _grpo_trainer(
     cfg: TrainConfig,
-    precision: str,
+    args: Any,
     policy: Any,
     tokenizer: Any,
     rewards: PlanRewards,
@@ -291,7 +291,7 @@ def _grpo_trainer(
         constraint.json_schema,
         model=policy,
         reward_funcs=list[Any](rewards.reward_funcs()),
-        args=grpo_args(cfg, rewards.reward_weights(), precision),
+        args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=lora_config(cfg) if cfg.lora else None,
@@ -313,7 +313,6 @@ def train_grpo(
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sitting = begin_sitting(out, {LOG_FILE: 1, SAMPLES_FILE: 0}, resume=cfg.resume)
     t_start = time.monotonic()
     agents = train_agents(cfg, agents)
     train_rows, held_rows = prompt_rows(cfg, agents)
@@ -324,10 +323,13 @@ def train_grpo(
     try:
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
         precision, weights_dtype = precisions(cfg.precision, cfg.lora)
+        args = grpo_args(cfg, rewards.reward_weights(), precision)  # TRL's checks, before a model loads
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
+        # the run's files change only now, with the config, the data and the policy known good
+        sitting = begin_sitting(out, {LOG_FILE: 1, SAMPLES_FILE: 0}, resume=cfg.resume)
         before, before_sampled = held_out.evaluate("before", model, tokenizer, resume=cfg.resume)
         callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
-        trainer = _grpo_trainer(cfg, precision, model, tokenizer, rewards, train_rows, callback, agents)
+        trainer = _grpo_trainer(cfg, args, model, tokenizer, rewards, train_rows, callback, agents)
         trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora, sitting=sitting)
         # the model evaluated "after" in an earlier sitting changed if this one trained further
         after, after_sampled = held_out.evaluate(

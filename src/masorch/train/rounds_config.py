@@ -17,7 +17,7 @@ from masorch.config import ConfigModel, describe_fields
 from masorch.errors import UsageError
 from masorch.run.budget import Budget
 from masorch.run.round_exec import RoundsOptions
-from masorch.train.config import PolicySampling, PolicyTraining, SourceConfig
+from masorch.train.config import PolicySampling, PolicyTraining, SourceConfig, check_models
 
 
 class RoundsRewardConfig(ConfigModel):
@@ -106,17 +106,18 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
         default_factory=dict, description="cost units per tool kind, e.g. {sc: 3}"
     )
     max_units: float | None = Field(
-        default=None, description="units cap per trajectory (a call past it ends BUDGET)"
+        default=None, gt=0, description="units cap per trajectory (a call past it ends BUDGET)"
     )
     max_calls: int | None = Field(
         default=24,
+        ge=1,
         description=(
             "LLM calls per trajectory: the policy's turns, the sub-agents' and the synthesis's, as the "
             "rounds mode's budget counts them at inference"
         ),
     )
     max_tokens: int | None = Field(
-        default=None, description="sub-agent and synthesis tokens per trajectory (not the policy's)"
+        default=None, ge=1, description="sub-agent and synthesis tokens per trajectory (not the policy's)"
     )
     plan_tokens: int = Field(
         default=1024,
@@ -124,7 +125,7 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
         description="tokens of each policy turn (as a mas:rounds system's plan_tokens at inference)",
     )
     node_timeout_s: float | None = Field(
-        default=120.0, description="time limit of each tool call (and of the synthesis call)"
+        default=120.0, gt=0, description="time limit of each tool call (and of the synthesis call)"
     )
     rewards: RoundsRewardConfig = Field(
         default_factory=RoundsRewardConfig, description="weights and thresholds of the reward"
@@ -161,6 +162,7 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
 
     @model_validator(mode="after")
     def _groups_fit(self) -> RoundsTrainConfig:
+        check_models({"subagent": self.subagent, "synthesis": self.synthesis})
         per_step = self.batch_size * self.gradient_accumulation_steps
         if per_step % self.num_generations:
             raise ValueError(

@@ -349,22 +349,24 @@ def train_rounds(
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sitting = begin_sitting(out, {LOG_FILE: 1, TRAJECTORIES_FILE: 0}, resume=cfg.resume)
     t_start = time.monotonic()
     setting = rounds_setting(cfg, subagent=subagent, agents=agents)
     rows = rounds_rows(cfg, setting)
     logger.info("%d training prompts; tools: %s", len(rows), ", ".join(setting.agents.catalogue()))
     rewards = RoundsRewards(cfg.rewards, out / TRAJECTORIES_FILE)
     precision, weights_dtype = precisions(cfg.precision, cfg.lora)
+    args = rounds_grpo_args(cfg, rewards.reward_weights(), precision)  # TRL's checks, before a model loads
     model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
     tokenizer = offered_schemas(policy_tokenizer(tokenizer, cfg.chat_template), setting.tool_calls().tools)
-    callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
     grammar = rollout_grammar(cfg, setting)
+    # the run's files change only now, with the config, the data and the policy known good
+    sitting = begin_sitting(out, {LOG_FILE: 1, TRAJECTORIES_FILE: 0}, resume=cfg.resume)
+    callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
     trainer = grpo_trainer(
         grammar,
         model=model,
         reward_funcs=list[Any](rewards.reward_funcs()),
-        args=rounds_grpo_args(cfg, rewards.reward_weights(), precision),
+        args=args,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer,
         peft_config=lora_config(cfg) if cfg.lora else None,

@@ -31,6 +31,7 @@ from masorch.train.trainer_parts import (
     precisions,
     require_train_stack,
     train_and_save,
+    trl_config,
 )
 
 logger = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ def _sft_args(cfg: SftConfig, precision: str) -> Any:
         }
     )
     args.update(cfg.trl)
-    return SFTConfig(**args)
+    return trl_config(SFTConfig, args)
 
 
 def train_sft(
@@ -90,10 +91,10 @@ def train_sft(
 
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sitting = begin_sitting(out, {LOG_FILE: 1}, resume=cfg.resume)
     t_start = time.monotonic()
     records = list(read_records(cfg.data_path))
     precision, weights_dtype = precisions(cfg.precision, cfg.lora)
+    args = _sft_args(cfg, precision)  # TRL's checks of the config, before a model loads
     model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
     examples, too_long = sft_examples(tokenizer, records, max_length=cfg.max_length)
     if not examples:
@@ -110,10 +111,12 @@ def train_sft(
         tokens,
         loss_tokens,
     )
+    # the run's log changes only now, with the config, the data and the policy known good
+    sitting = begin_sitting(out, {LOG_FILE: 1}, resume=cfg.resume)
     callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
     trainer = SFTTrainer(
         model=model,
-        args=_sft_args(cfg, precision),
+        args=args,
         train_dataset=Dataset.from_list(examples),
         processing_class=tokenizer,
         peft_config=lora_config(cfg) if cfg.lora else None,

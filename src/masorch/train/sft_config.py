@@ -31,7 +31,9 @@ class SftConfig(PolicyTraining):
     max_length: int = Field(
         default=8192, description="trajectories longer than this many tokens are left out (not cut)"
     )
-    learning_rate: float = Field(default=1e-4, description="learning rate (1e-4 suits LoRA; ~1e-5 full)")
+    learning_rate: float = Field(
+        default=1e-4, gt=0, allow_inf_nan=False, description="learning rate (1e-4 suits LoRA; ~1e-5 full)"
+    )
     epochs: float = Field(default=1.0, description="passes over the data (when max_steps is 0)")
     max_steps: int = Field(default=0, description="optimisation steps (0: run `epochs`)")
     batch_size: int = Field(default=1, description="trajectories per device step")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from masorch.errors import require_extra
+from masorch.errors import UsageError, require_extra
 from masorch.files import iter_jsonl
 
 logger = logging.getLogger(__name__)
@@ -140,7 +140,19 @@ def grpo_args(cfg: GrpoFields, weights: list[float], precision: str, **extra: An
     if isinstance(args.get("generation_kwargs"), dict) and isinstance(trl.get("generation_kwargs"), dict):
         trl["generation_kwargs"] = {**args["generation_kwargs"], **trl["generation_kwargs"]}
     args.update(trl)
-    return GRPOConfig(**args)
+    return trl_config(GRPOConfig, args)
+
+
+def trl_config(config_class: Any, args: Mapping[str, Any]) -> Any:
+    """``config_class(**args)`` (TRL's ``GRPOConfig`` or ``SFTConfig``), whose refusal of a key or
+    value, mostly one the config's ``trl`` pass-through named, is a UsageError saying TRL's words."""
+    try:
+        return config_class(**args)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(
+            f"TRL's {config_class.__name__} refused the config: {exc}",
+            hint=f"fix or remove the key (the `trl` pass-through takes {config_class.__name__}'s fields)",
+        ) from None
 
 
 @dataclass(frozen=True)
