@@ -81,6 +81,12 @@ def test_unreadable_call_on_its_own_line_is_an_error():
     assert codes(result) == ["syntax"]
 
 
+def test_a_keyword_given_twice_is_an_error_not_the_last_value():
+    result = parse('create_agent(id="a", id="b", kind="cot", task="t")', "calls")
+    assert codes(result) == ["syntax"]
+    assert "id= is given twice" in result.diagnostics[0].message
+
+
 def test_unreadable_call_in_prose_is_only_a_warning():
     text = 'Then I use create_agent(...) for each step.\ncreate_agent(id="a", kind="cot", task="t")'
     result = parse(text, "calls")

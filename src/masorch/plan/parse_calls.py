@@ -273,6 +273,16 @@ def _convert(name: str, call: ast.Call, where: str) -> tuple[RawCall, list[Diagn
         if kw.arg is None:
             problems.append(_non_literal(name, "**" + _unparse(kw.value), where))
             continue  # unknown keys: nothing to hold a place for
+        if kw.arg in kwargs:  # Python's parser reads f(a=1, a=2); only its compiler refuses it
+            problems.append(
+                diag(
+                    "syntax",
+                    f"{name}: {kw.arg}= is given twice",
+                    f"give {kw.arg}= once per call",
+                    where,
+                )
+            )
+            continue
         kwargs[kw.arg] = _argument(name, kw.value, kw.arg, kw.arg, where, problems)
     return RawCall(name, tuple(args), kwargs, where), problems
 
