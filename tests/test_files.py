@@ -19,7 +19,7 @@ from masorch.files import (
     read_bytes,
     read_text,
 )
-from masorch.train.config import load_config
+from masorch.train.config import TrainConfig, load_config
 
 
 def bomb(levels: int = 9, width: int = 9) -> str:
@@ -76,6 +76,17 @@ def test_aliases_within_the_bound_still_load():
 def test_bad_yaml_is_a_usage_error(text, message):
     with pytest.raises(UsageError, match=message):
         load_yaml(text)
+
+
+def test_a_yaml_error_says_where_in_the_named_text(tmp_path):
+    with pytest.raises(
+        UsageError, match=r"the systems file is not valid YAML: .*\(line 2, column 1\)"
+    ) as err:
+        load_yaml("a: [1,\n", what="systems file")
+    assert "<unicode string>" not in str(err.value)
+    (tmp_path / "dir.yaml").mkdir()
+    with pytest.raises(UsageError, match="is a directory"):
+        TrainConfig.load(tmp_path / "dir.yaml")
 
 
 def test_a_config_over_the_size_cap_is_refused_before_parsing(tmp_path):

@@ -80,6 +80,8 @@ class ConfigModel(BaseModel):
         (``rewards.theta_tool``), which changes that one field and keeps its siblings.
         """
         p = Path(path)
+        if p.is_dir():
+            raise UsageError(f"{p} is a directory, not a config file", hint="give the path of a YAML file")
         if not p.is_file():
             raise UsageError(f"no such config file: {p}", hint="give the path of a YAML file")
         data = load_yaml_file(p, what=cls.what) or {}

@@ -288,7 +288,9 @@ def load_yaml(text: str, *, what: str = "YAML config", max_nodes: int = MAX_YAML
         loader.max_nodes = max_nodes
         return loader.get_single_data()
     except yaml.YAMLError as exc:
-        raise UsageError(f"the {what} is not valid YAML: {exc}", hint="fix the YAML syntax") from None
+        raise UsageError(
+            f"the {what} is not valid YAML: {_yaml_problem(exc)}", hint="fix the YAML syntax"
+        ) from None
     except RecursionError:
         raise UsageError(f"the {what} is nested too deeply", hint="flatten the YAML") from None
     except (ValueError, TypeError, OverflowError) as exc:
@@ -298,6 +300,16 @@ def load_yaml(text: str, *, what: str = "YAML config", max_nodes: int = MAX_YAML
     finally:
         if loader is not None:
             loader.dispose()
+
+
+def _yaml_problem(exc: Any) -> str:
+    """What PyYAML found and where (line and column from 1), without its ``in "<unicode string>"``:
+    the caller names the text."""
+    mark, problem = getattr(exc, "problem_mark", None), getattr(exc, "problem", None)
+    if mark is None or not problem:
+        return str(exc)
+    context = f"{exc.context}, " if getattr(exc, "context", None) else ""
+    return f"{context}{problem} (line {mark.line + 1}, column {mark.column + 1})"
 
 
 def load_yaml_file(path: str | Path, *, what: str = "YAML config", max_bytes: int = MAX_YAML_BYTES) -> Any:
