@@ -21,7 +21,7 @@ from typing import Any
 from masorch.errors import MasorchError
 from masorch.eval.datasets import Sample
 from masorch.eval.item import Recorder, WorkItem, failed_record, regrade_all, run_item, work_items
-from masorch.eval.log import RunLog
+from masorch.eval.log import HARNESS_FAILED, RunLog
 from masorch.eval.sources import DataSource
 from masorch.redact import redact
 from masorch.run.environment import Environment, EnvSpec
@@ -31,6 +31,7 @@ from masorch.trace.events import Event
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ERROR_STATUSES",
     "EnvSpec",
     "Environment",
     "EvalOptions",
@@ -46,9 +47,15 @@ __all__ = [
 TRACE_FILE = "traces.jsonl"
 
 
+#: The statuses of a sample that ended in an error (a run's, or the harness's ``failed``), not a verdict.
+ERROR_STATUSES = ("error", HARNESS_FAILED)
+
+
 @dataclass
 class Tally:
-    """Running totals for the progress display: done/total, correct, not ok (any status but ok), cost."""
+    """Running totals for the progress display: done/total, correct, not ok (any status but ok), cost;
+    ``errors`` counts the samples that ended in an error (:data:`ERROR_STATUSES`) and ``first_error``
+    is the first one's message, redacted ("" before one)."""
 
     total: int
     done: int = 0
@@ -56,12 +63,17 @@ class Tally:
     not_ok: int = 0
     cost: float = 0.0
     tokens: int = 0
+    errors: int = 0
+    first_error: str = ""
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one finished record."""
         self.done += 1
         self.correct += bool(record.get("correct"))
         self.not_ok += record.get("status") != "ok"
+        if record.get("status") in ERROR_STATUSES:
+            self.errors += 1
+            self.first_error = self.first_error or redact(str(record.get("error") or "(no message)"))
         self.cost += float(record.get("cost") or 0.0)
         self.tokens += int(record.get("prompt_tokens") or 0) + int(record.get("completion_tokens") or 0)
 
