@@ -274,6 +274,18 @@ def test_a_corrupt_settings_file_is_a_usage_error_naming_it(tmp_path: Path, cont
     assert settings.read_bytes() == content  # never deleted or rewritten for the user
 
 
+@pytest.mark.parametrize(
+    "content", [b'{"sample": 0}\ngarbage{\n', bytes(range(256)) + b"\n"], ids=["not JSON", "binary"]
+)
+def test_a_corrupt_attempts_log_is_a_usage_error_naming_it(tmp_path: Path, content: bytes) -> None:
+    attempts = tmp_path / "out" / ATTEMPTS_FILE
+    attempts.parent.mkdir()
+    attempts.write_bytes(content)
+    with pytest.raises(UsageError, match=r"attempts\.jsonl"):
+        run_collect(config(tmp_path))
+    assert attempts.read_bytes() == content
+
+
 def test_retry_errors_samples_failed_runs_again(tmp_path: Path) -> None:
     cfg = config(tmp_path, samples=1, cache_mode="off")
     models = Models()

@@ -35,7 +35,7 @@ from masorch.errors import UsageError
 from masorch.eval.datasets import Sample
 from masorch.eval.item import grade, regrade_all
 from masorch.eval.sources import DataSource, resolve
-from masorch.files import json_object, read_text
+from masorch.files import iter_jsonl, json_object, read_text
 from masorch.run.environment import Environment, EnvSpec, default_backend_factory
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
@@ -175,18 +175,18 @@ class AttemptLog:
         self.path = path
 
     def read(self) -> list[Attempt]:
-        """Every attempt written so far (a line cut short by a killed run is ignored: it is redone)."""
+        """Every attempt written so far (a last line cut short by a killed run is left out: it is
+        redone); a line that is not an attempt's JSON, or bytes that are not text, is a UsageError
+        naming the file and line."""
         if not self.path.is_file():
             return []
-        out = []
-        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                logger.warning("%s line %d is cut short (a killed run); that attempt is redone", self.path, n)
-        return out
+        hint = "restore the file, or move it away and use a new output_dir (nothing is deleted)"
+        return [
+            a
+            for _, a in iter_jsonl(
+                self.path, what="attempts log", item="an attempt", hint=hint, complete_only=True
+            )
+        ]
 
     def append(self, attempt: Attempt) -> None:
         """Write one attempt."""
