@@ -374,6 +374,49 @@ def test_a_failed_run_writes_nothing_for_a_rerun_to_trip_on(files, tmp_path, cap
     assert not out.exists()
 
 
+DEAD = "vllm:http://127.0.0.1:9/v1#m"  # never called: each start below fails before its first sample
+# name -> (the failing flags, text its error must contain)
+FAILED_STARTS: dict[str, tuple[list[str], str]] = {
+    "a vllm string without a URL": (["--systems", "sas:cot", "--model", "vllm:notaurl"], "lacks '#<model>'"),
+    "an unknown local model": (
+        ["--systems", "sas:cot", "--model", "local:nonexistent"],
+        "unknown local model",
+    ),
+    "openai without an API key": (["--systems", "sas:cot", "--model", "openai:gpt-4o"], "no API key"),
+    "bad params in a systems config": (["--config", "BAD_PARAMS", "--model", DEAD], "n must be at least 1"),
+    "bad params on Ray": (
+        ["--config", "BAD_PARAMS", "--model", DEAD, "--ray", "local"],
+        "n must be at least 1",
+    ),
+    "--ray bogus": (
+        ["--systems", "sas:cot", "--model", DEAD, "--ray", "bogus"],
+        "--ray 'bogus' is not a Ray cluster address hint: use --ray local, or a cluster's address: "
+        "ray://HOST:10001 or HOST:6379",
+    ),
+}
+
+
+@pytest.mark.parametrize(("bad", "text"), FAILED_STARTS.values(), ids=list(FAILED_STARTS))
+def test_a_failed_start_leaves_the_run_directory_for_the_corrected_rerun(
+    bad, text, files, tmp_path, capsys, monkeypatch
+):
+    for name in ("OPENAI_API_KEY", "MASORCH_OPENAI_API_KEY", "OPENAI_BASE_URL", "MASORCH_OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    params = tmp_path / "params.yaml"
+    params.write_text("systems:\n  - {system: sas:sc, params: {n: -1}}\n")
+    out = tmp_path / "o"
+    common = ["eval", "run", "--data", str(files["one"]), "--out", str(out), "--no-plots"]
+    assert main([*common, *(str(params) if a == "BAD_PARAMS" else a for a in bad)]) == 2
+    err = capsys.readouterr().err
+    assert "\nerror: " in f"\n{err}" and "\nhint: " in err and "Traceback" not in err, err
+    assert text in " ".join(err.split()), err
+    assert not (out / "log.jsonl").exists()
+    with LoopbackServer(lambda messages: "\\boxed{3}") as server:
+        good = ["--systems", "sas:cot", "--model", f"vllm:{server.base_url}#m"]
+        assert main([*common, *good]) == 0, capsys.readouterr().err
+    assert "1/1 samples, accuracy 100.0%" in capsys.readouterr().err
+
+
 def test_an_interrupted_bench_make_keeps_the_file_that_was_there(tmp_path, monkeypatch):
     from masorch.masbench import export
 

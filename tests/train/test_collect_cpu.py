@@ -245,6 +245,47 @@ def test_a_rerun_with_other_sampling_settings_is_refused(tmp_path: Path) -> None
     assert report.summary["attempts"] == 6 and report.summary["max_tool_share"] == 0.9
 
 
+def test_a_failed_start_leaves_nothing_that_blocks_the_corrected_rerun(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="not provider:model"):
+        run_collect(config(tmp_path, teacher="foo"))
+    assert not (tmp_path / "out").exists()  # the teacher is checked before anything is written
+
+    def gone(spec: str) -> Backend:  # a model that only fails once it is built
+        raise UsageError(f"no model {spec}", hint="give a model that exists")
+
+    cfg = config(tmp_path, teacher="scripted:gone")
+    with pytest.raises(UsageError, match="no model scripted:"):
+        collect(cfg, spec=env_spec(cfg, backend_factory=gone))
+    assert not (tmp_path / "out" / ATTEMPTS_FILE).exists()
+    report, _ = run_collect(config(tmp_path))  # settings that shaped no attempt do not bind the rerun
+    assert report.summary["attempts"] > 0
+    with pytest.raises(UsageError, match="other teacher"):  # once there are attempts, they do
+        run_collect(config(tmp_path, teacher="scripted:sub"))
+
+
+@pytest.mark.parametrize("content", [b"garbage{", bytes(range(256))], ids=["not JSON", "binary"])
+def test_a_corrupt_settings_file_is_a_usage_error_naming_it(tmp_path: Path, content: bytes) -> None:
+    settings = tmp_path / "out" / "collect.json"
+    settings.parent.mkdir()
+    settings.write_bytes(content)
+    with pytest.raises(UsageError, match=r"collect\.json") as caught:
+        run_collect(config(tmp_path))
+    assert "delete it" in caught.value.hint
+    assert settings.read_bytes() == content  # never deleted or rewritten for the user
+
+
+@pytest.mark.parametrize(
+    "content", [b'{"sample": 0}\ngarbage{\n', bytes(range(256)) + b"\n"], ids=["not JSON", "binary"]
+)
+def test_a_corrupt_attempts_log_is_a_usage_error_naming_it(tmp_path: Path, content: bytes) -> None:
+    attempts = tmp_path / "out" / ATTEMPTS_FILE
+    attempts.parent.mkdir()
+    attempts.write_bytes(content)
+    with pytest.raises(UsageError, match=r"attempts\.jsonl"):
+        run_collect(config(tmp_path))
+    assert attempts.read_bytes() == content
+
+
 def test_retry_errors_samples_failed_runs_again(tmp_path: Path) -> None:
     cfg = config(tmp_path, samples=1, cache_mode="off")
     models = Models()

@@ -243,6 +243,12 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             f"{tally.done}/{tally.total} samples, accuracy {100 * tally.accuracy:.1f}%, "
             f"not ok {tally.not_ok}, cost ${tally.cost:.4f}; report: {path}"
         )
+        if tally.errors:  # a dead endpoint must not pass for a clean run whose answers were wrong
+            console.print(
+                f"{tally.errors} of {tally.done} samples ended in error; first: {tally.first_error}",
+                markup=False,
+                soft_wrap=True,
+            )
 
     @group.command("report")
     def report_cmd(

@@ -21,7 +21,7 @@ from typing import Any
 from masorch.errors import MasorchError
 from masorch.eval.datasets import Sample
 from masorch.eval.item import Recorder, WorkItem, failed_record, regrade_all, run_item, work_items
-from masorch.eval.log import RunLog
+from masorch.eval.log import HARNESS_FAILED, RunLog
 from masorch.eval.sources import DataSource
 from masorch.redact import redact
 from masorch.run.environment import Environment, EnvSpec
@@ -31,6 +31,7 @@ from masorch.trace.events import Event
 logger = logging.getLogger(__name__)
 
 __all__ = [
+    "ERROR_STATUSES",
     "EnvSpec",
     "Environment",
     "EvalOptions",
@@ -46,9 +47,15 @@ __all__ = [
 TRACE_FILE = "traces.jsonl"
 
 
+#: The statuses of a sample that ended in an error (a run's, or the harness's ``failed``), not a verdict.
+ERROR_STATUSES = ("error", HARNESS_FAILED)
+
+
 @dataclass
 class Tally:
-    """Running totals for the progress display: done/total, correct, not ok (any status but ok), cost."""
+    """Running totals for the progress display: done/total, correct, not ok (any status but ok), cost;
+    ``errors`` counts the samples that ended in an error (:data:`ERROR_STATUSES`) and ``first_error``
+    is the first one's message, redacted ("" before one)."""
 
     total: int
     done: int = 0
@@ -56,12 +63,17 @@ class Tally:
     not_ok: int = 0
     cost: float = 0.0
     tokens: int = 0
+    errors: int = 0
+    first_error: str = ""
 
     def add(self, record: Mapping[str, Any]) -> None:
         """Count one finished record."""
         self.done += 1
         self.correct += bool(record.get("correct"))
         self.not_ok += record.get("status") != "ok"
+        if record.get("status") in ERROR_STATUSES:
+            self.errors += 1
+            self.first_error = self.first_error or redact(str(record.get("error") or "(no message)"))
         self.cost += float(record.get("cost") or 0.0)
         self.tokens += int(record.get("prompt_tokens") or 0) + int(record.get("completion_tokens") or 0)
 
@@ -148,37 +160,48 @@ def evaluate(
         "started": time.time(),
     }
     every = work_items(systems, sources, opts.first)  # a bad --first fails before the log is touched
-    with RunLog.create(out, header, resume=opts.resume) as log:
-        if log.records:
-            asyncio.run(_regrade(log, every, spec))
-        done = log.done_keys(retry_failed=opts.retry_failed)
-        items = [i for i in every if i.key not in done]
-        tally = Tally(total=len(items) + len(done))
-        for rec in log.records:
-            if rec["key"] in done:
-                tally.add(rec)
-        if on_start is not None:
-            on_start(tally)
-        traces = TraceFile(out / TRACE_FILE if opts.traces else None)
-        lock = threading.Lock()
+    env = Environment(spec)
+    try:
+        # Every check of the user's input comes before the log is written: a failed start must not
+        # leave a header that turns the corrected rerun into "already holds a run".
+        _check_systems(env, systems, every, local=not opts.use_ray)
+        if opts.use_ray:
+            from masorch.eval.ray_runner import connect
 
-        def record(rec: dict[str, Any], events: list[Event]) -> None:
-            traces.write(events)
-            log.append(rec)
-            with lock:
-                tally.add(rec)
-            if on_record is not None:
-                on_record(rec, tally)
+            connect(opts.ray_address)
+        with RunLog.create(out, header, resume=opts.resume) as log:
+            if log.records:
+                asyncio.run(_regrade(log, every, spec))
+            done = log.done_keys(retry_failed=opts.retry_failed)
+            items = [i for i in every if i.key not in done]
+            tally = Tally(total=len(items) + len(done))
+            for rec in log.records:
+                if rec["key"] in done:
+                    tally.add(rec)
+            if on_start is not None:
+                on_start(tally)
+            traces = TraceFile(out / TRACE_FILE if opts.traces else None)
+            lock = threading.Lock()
 
-        try:
-            if opts.use_ray:
-                from masorch.eval.ray_runner import run_ray
+            def record(rec: dict[str, Any], events: list[Event]) -> None:
+                traces.write(events)
+                log.append(rec)
+                with lock:
+                    tally.add(rec)
+                if on_record is not None:
+                    on_record(rec, tally)
 
-                run_ray(items, spec, record, concurrency=opts.concurrency, address=opts.ray_address)
-            else:
-                asyncio.run(_run_local_env(items, spec, record, opts.concurrency, systems))
-        finally:
-            traces.close()
+            try:
+                if opts.use_ray:
+                    from masorch.eval.ray_runner import run_ray
+
+                    run_ray(items, spec, record, concurrency=opts.concurrency, address=opts.ray_address)
+                else:
+                    asyncio.run(_run_local_env(items, env, record, opts.concurrency))
+            finally:
+                traces.close()
+    finally:
+        asyncio.run(env.aclose())  # nothing left to close after a local run, which closed it on its loop
     return tally
 
 
@@ -198,26 +221,32 @@ async def _regrade(log: RunLog, items: Sequence[WorkItem], spec: EnvSpec) -> Non
         logger.warning("%d logged verdicts changed when graded again by today's scorers", len(changed))
 
 
-async def _run_local_env(
-    items: list[WorkItem], spec: EnvSpec, record: Recorder, concurrency: int, systems: Sequence[System]
+def _check_systems(
+    env: Environment, systems: Sequence[System], items: Sequence[WorkItem], *, local: bool
 ) -> None:
-    env = Environment(spec)
+    """Check every system, and for a ``local`` run build every backend, before the log is written:
+    bad parameters or a model that cannot be built (a malformed string, an unknown local model, a
+    missing API key) stop the run with their usage error, not every sample one by one. Ray workers
+    build their own backends and offer the kinds their own host can run, so a Ray run checks only
+    the parameters here."""
+    for system in (s for s in systems if s.is_sas):
+        # Locally, also whether this host can offer its kind, with and without the run's corpora.
+        corpora = {item.corpus is not None for item in items if item.system.name == system.name}
+        for retriever in corpora if local else {None}:
+            env.sas_plan(system, retriever=retriever)
+    if not local:
+        return
+    for model in dict.fromkeys(m for s in systems for m in s.model_strings()):
+        try:
+            env.backend(model)
+        except MasorchError:
+            raise
+        except Exception as exc:  # not a usage error: each sample records it as `failed`
+            logger.warning("backend %s could not be built: %s", redact(model), redact(str(exc)))
+
+
+async def _run_local_env(items: list[WorkItem], env: Environment, record: Recorder, concurrency: int) -> None:
     try:
-        if items:
-            # Check every system and build every backend first: bad parameters or a malformed
-            # model string stop the run with their usage error, not every sample one by one.
-            for system in systems:
-                if system.is_sas:
-                    mine = [item for item in items if item.system.name == system.name]
-                    for corpus in {item.corpus is not None for item in mine}:
-                        env.sas_plan(system, retriever=corpus)
-            for model in dict.fromkeys(m for s in systems for m in s.model_strings()):
-                try:
-                    env.backend(model)
-                except MasorchError:
-                    raise
-                except Exception as exc:  # not a usage error: each sample records it as `failed`
-                    logger.warning("backend %s could not be built: %s", redact(model), redact(str(exc)))
         await run_local(items, env, record, concurrency=concurrency)
     finally:
         await env.aclose()

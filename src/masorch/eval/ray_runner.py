@@ -18,6 +18,7 @@ from typing import Any
 
 from masorch.errors import UsageError, require_extra
 from masorch.eval.item import Recorder, WorkItem, failed_record, run_item
+from masorch.redact import redact
 from masorch.run.environment import Environment, EnvSpec
 
 logger = logging.getLogger(__name__)
@@ -38,7 +39,36 @@ class _Worker:
         await self._env.aclose()
 
 
-def _init(address: str | None) -> Any:
+#: How ``--ray`` names a cluster (``local`` is no address: a Ray started on this machine).
+ADDRESS_FORMS = "ray://HOST:10001 or HOST:6379"
+
+
+def check_address(address: str | None) -> None:
+    """A UsageError unless ``address`` is None or ``local`` (a local Ray), ``auto`` or ``[ray://]HOST:PORT``.
+
+    Checked without Ray, before anything is written: Ray itself only says ``Invalid address format``.
+
+    >>> check_address("ray://head:10001")
+    >>> check_address("bogus")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    masorch.errors.UsageError: --ray 'bogus' is not a Ray cluster address (hint: ...)
+    """
+    if address in (None, "local", "auto"):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(
+            f"--ray {redact(address)[:80]!r} is not a Ray cluster address",
+            hint=f"use --ray local, or a cluster's address: {ADDRESS_FORMS}",
+        )
+
+
+def connect(address: str | None) -> Any:
+    """The ``ray`` module, connected to the cluster at ``address`` (None: a local Ray), once per process.
+
+    A malformed address, a missing ``ray`` or an unreachable cluster is a UsageError.
+    """
+    check_address(address)
     require_extra("ray", "ray")
     import ray
 
@@ -51,7 +81,7 @@ def _init(address: str | None) -> Any:
         except ConnectionError as exc:
             raise UsageError(
                 f"cannot connect to the Ray cluster at {address}: {exc}",
-                hint="check the address (ray://HOST:10001 or HOST:6379) or use --ray local",
+                hint=f"check the address ({ADDRESS_FORMS}) or use --ray local",
             ) from exc
     return ray
 
@@ -71,7 +101,7 @@ def run_ray(
     """
     if not items:
         return
-    ray = _init(address)
+    ray = connect(address)
     cpus = int(ray.cluster_resources().get("CPU", 1))
     n_actors = max(1, min(actors or cpus, concurrency, len(items)))
     per_actor = max(1, -(-concurrency // n_actors))

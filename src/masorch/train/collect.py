@@ -30,10 +30,12 @@ from typing import Any
 from masorch.agents.base import AgentRegistry
 from masorch.backends.base import Backend, Usage
 from masorch.backends.cache import CachingFactory
+from masorch.backends.registry import check_model_string
 from masorch.errors import UsageError
 from masorch.eval.datasets import Sample
 from masorch.eval.item import grade, regrade_all
 from masorch.eval.sources import DataSource, resolve
+from masorch.files import iter_jsonl, json_object, read_text
 from masorch.run.environment import Environment, EnvSpec, default_backend_factory
 from masorch.run.lifecycle import run
 from masorch.run.result import RunResult
@@ -173,18 +175,18 @@ class AttemptLog:
         self.path = path
 
     def read(self) -> list[Attempt]:
-        """Every attempt written so far (a line cut short by a killed run is ignored: it is redone)."""
+        """Every attempt written so far (a last line cut short by a killed run is left out: it is
+        redone); a line that is not an attempt's JSON, or bytes that are not text, is a UsageError
+        naming the file and line."""
         if not self.path.is_file():
             return []
-        out = []
-        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                logger.warning("%s line %d is cut short (a killed run); that attempt is redone", self.path, n)
-        return out
+        hint = "restore the file, or move it away and use a new output_dir (nothing is deleted)"
+        return [
+            a
+            for _, a in iter_jsonl(
+                self.path, what="attempts log", item="an attempt", hint=hint, complete_only=True
+            )
+        ]
 
     def append(self, attempt: Attempt) -> None:
         """Write one attempt."""
@@ -251,12 +253,17 @@ def collect(
     ``spec`` is the environment (default :func:`env_spec`: the cache and the config's faults).
     """
     out = cfg.out
-    out.mkdir(parents=True, exist_ok=True)
-    check_settings(cfg)
+    # What the config names is checked before anything is written, so that a failed start leaves
+    # nothing the corrected rerun would trip on.
+    for model in cfg.system_for(0).model_strings():
+        check_model_string(model)
     items = questions(cfg)
+    out.mkdir(parents=True, exist_ok=True)
     log = AttemptLog(out / ATTEMPTS_FILE)
     _repair_tail(log.path)
-    logged = [a for a in latest(log.read()) if int(a["sample"]) < cfg.samples]
+    every = log.read()
+    check_settings(cfg, sampled=bool(every))
+    logged = [a for a in latest(every) if int(a["sample"]) < cfg.samples]
     _check_scorers(items, logged)
     spec = spec or env_spec(cfg)
     logged = asyncio.run(regrade(items, logged, spec, log))
@@ -348,22 +355,37 @@ def collect_state(cfg: CollectConfig) -> dict[str, Any]:
     return state
 
 
-def check_settings(cfg: CollectConfig) -> None:
-    """Record the sampling settings in ``collect.json``; a rerun that changes them is a UsageError
-    (its attempts would mix with the earlier ones)."""
+def check_settings(cfg: CollectConfig, *, sampled: bool) -> None:
+    """Record the sampling settings in ``collect.json``. Where ``output_dir`` holds attempts already
+    (``sampled``), a rerun that changes them is a UsageError (its attempts would mix with the
+    earlier ones); where it holds none, the settings recorded by a start that sampled nothing are
+    replaced. A ``collect.json`` that is not the JSON masorch wrote is a UsageError naming it."""
     path = cfg.out / SETTINGS_FILE
     now = {name: getattr(cfg, name) for name in SAMPLING_FIELDS}
     if path.is_file():
-        before = json.loads(path.read_text(encoding="utf-8"))
+        before = _read_settings(path)
         changed = sorted(
             k for k in SAMPLING_FIELDS if k in before and before[k] != json.loads(json.dumps(now[k]))
         )
-        if changed:
+        if changed and sampled:
             raise UsageError(
                 f"{cfg.out} holds attempts sampled with other {', '.join(changed)}",
                 hint="use a new output_dir, or the settings of the earlier run (see its collect.json)",
             )
     path.write_text(json.dumps(now, indent=2) + "\n", encoding="utf-8")
+
+
+def _read_settings(path: Path) -> dict[str, Any]:
+    """The settings an earlier run recorded in ``path``."""
+    hint = (
+        f"it records the settings the attempts beside it were sampled with: restore it, or delete it "
+        f"and {ATTEMPTS_FILE} to start afresh, or use a new output_dir"
+    )
+    try:
+        text = read_text(path, what="settings file")
+    except UsageError as exc:  # binary or not UTF-8: the same fix as a file that is not JSON
+        raise UsageError(exc.message, hint=hint) from None
+    return json_object(text, str(path), item="the settings", hint=hint)
 
 
 def _check_scorers(items: Sequence[Question], attempts: Sequence[Attempt]) -> None:
