@@ -339,8 +339,15 @@ def replacing(target: str | Path) -> Iterator[Path]:
 @contextmanager
 def atomic_writer(target: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
     """An open file (``mode`` ``"w"`` for UTF-8 text, ``"wb"`` for bytes) that replaces ``target``
-    only when the block succeeds (see :func:`replacing`)."""
+    only when the block succeeds (see :func:`replacing`).
+
+    Text with no UTF-8 form (a lone surrogate, from a ``"\\ud800"`` escape) is written as its
+    backslash escape, which inside a JSON string (``json.dumps(..., ensure_ascii=False)``) is the
+    string's own JSON escape: the file reads back as the same data.
+    """
     with replacing(target) as tmp:
-        encoding = None if "b" in mode else "utf-8"
-        with tmp.open(mode, encoding=encoding) as fh:
+        text = "b" not in mode
+        with tmp.open(
+            mode, encoding="utf-8" if text else None, errors="backslashreplace" if text else None
+        ) as fh:
             yield fh

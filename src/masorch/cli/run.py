@@ -26,6 +26,7 @@ from masorch.backends.prices import PricedFactory, price_table
 from masorch.cli._local_options import Ctx, Slots, Threads
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
+from masorch.files import atomic_writer
 from masorch.run import Budget, Environment, EnvSpec, RunResult, System, run
 from masorch.run.environment import default_agents_factory, default_backend_factory, default_retriever_factory
 from masorch.run.system import PoolModel
@@ -321,7 +322,8 @@ def _rounds_summary(result: RunResult) -> dict[str, Any] | None:
 def _write_record(path: Path, record: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        with atomic_writer(path, "w") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False, indent=1) + "\n")
     except OSError as exc:
         raise UsageError(
             f"cannot write {path}: {exc.strerror}", hint="give a writable --chat-out path"

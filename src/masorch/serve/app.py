@@ -32,6 +32,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from masorch.backends.base import encodable
 from masorch.errors import MasorchError
 from masorch.redact import redact
 from masorch.run import Environment, RunResult, System, run
@@ -369,7 +370,7 @@ def _clean(value: Any) -> Any:
     {'error': 'GET http://h/v1?key=*** \ufffd', 'n': [1, 2.5, None]}
     """
     if isinstance(value, str):
-        return redact("".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in value))
+        return redact(encodable(value))
     if isinstance(value, Mapping):
         return {str(k): _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -84,7 +84,7 @@ class TraceWriter:
         if self._error is not None:
             return
         try:
-            self._file.write(event.model_dump_json() + "\n")
+            self._file.write(event.json_line() + "\n")
             self._file.flush()
         except OSError as exc:
             self._error = exc
