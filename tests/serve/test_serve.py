@@ -20,7 +20,7 @@ from eval_helpers import SumBackendFactory  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from masorch.cli.main import build_app  # noqa: E402
+from masorch.cli.main import build_app, main  # noqa: E402
 from masorch.errors import UsageError  # noqa: E402
 from masorch.eval.systems import parse_systems  # noqa: E402
 from masorch.run import Environment, EnvSpec  # noqa: E402
@@ -249,6 +249,24 @@ def test_the_cli_refuses_to_serve_beyond_loopback_without_a_token() -> None:
         env={"MASORCH_SERVE_TOKEN": ""},
     )
     assert isinstance(result.exception, UsageError) and "without a token" in str(result.exception)
+
+
+@pytest.fixture()
+def busy_port() -> Iterator[int]:
+    """A loopback port another socket listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_the_cli_checks_every_model_string_before_it_serves(busy_port: int, capsys) -> None:
+    # On a busy port: a server started past an unchecked model string would fail there instead.
+    argv = ["serve", "--systems", "sas:cot,mas:low", "--model", "foo", "--port", str(busy_port)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "error: a model string is not provider:model" in err and "hint: providers:" in err
+    assert "masorch serve:" not in err
 
 
 def test_a_stream_survives_a_url_with_a_query(server: str) -> None:

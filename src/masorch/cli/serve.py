@@ -79,10 +79,11 @@ def register(app: typer.Typer) -> None:
                 f"--host {host} serves beyond this machine without a token",
                 hint=f"set --token or ${TOKEN_ENV}, or bind 127.0.0.1",
             )
-        from masorch.eval.systems import systems_from_flags
+        from masorch.eval.systems import check_systems, systems_from_flags
 
         defaults = {"model": model, "orchestrator": orchestrator}
         specs = systems_from_flags(systems, config, {k: v for k, v in defaults.items() if v is not None})
+        check_systems(specs)  # a bad model string would fail every request, one 502 after another
         from masorch.serve.app import LOOPBACK_HOSTS, ServeOptions
 
         options = ServeOptions(
