@@ -269,6 +269,31 @@ def test_the_cli_checks_every_model_string_before_it_serves(busy_port: int, caps
     assert "masorch serve:" not in err
 
 
+def test_a_busy_port_is_a_usage_error_before_the_serving_line(busy_port: int, capsys) -> None:
+    assert main(["serve", "--systems", "sas:cot", "--model", "openai:m", "--port", str(busy_port)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: cannot listen on 127.0.0.1:{busy_port}: the port is in use" in err
+    assert "hint: pass another --port" in err and "masorch serve:" not in err
+
+
+def test_a_host_not_of_this_machine_is_a_usage_error_naming_host(capsys, monkeypatch) -> None:
+    # 192.0.2.1 is a documentation address (RFC 5737): no machine has it.
+    argv = ["serve", "--systems", "sas:cot", "--model", "openai:m"]
+    assert main([*argv, "--host", "192.0.2.1", "--token", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "error: cannot listen on 192.0.2.1:8000: 192.0.2.1 is not an address of this machine" in err
+    assert "hint: pass an address of this machine as --host" in err and "--port" not in err
+
+    def unresolved(host, *args, **kwargs):  # no DNS lookup in a test
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unresolved)
+    assert main([*argv, "--host", "999.1.1.1"]) == 2  # not "beyond this machine without a token"
+    err = capsys.readouterr().err
+    assert "error: cannot listen on 999.1.1.1: not an IP address or a host name" in err
+    assert "token" not in err
+
+
 def test_a_stream_survives_a_url_with_a_query(server: str) -> None:
     # (a lone surrogate, which no OpenAI client sends, is _clean's doctest)
     client = openai.OpenAI(base_url=server, api_key="t0k")
