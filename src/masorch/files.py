@@ -306,6 +306,34 @@ def load_yaml_file(path: str | Path, *, what: str = "YAML config", max_bytes: in
     return load_yaml(text, what=f"{what} {path}")
 
 
+def open_appending(path: str | Path, *, what: str, flag: str) -> IO[str]:
+    """``path`` open to append UTF-8 text, its folder made first; a UsageError naming ``flag`` when the
+    file system refuses (a directory, no permission, a read-only disk)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open("a", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"cannot open {what} {path}: {exc.strerror or exc}", hint=f"pass a writable {flag} path"
+        ) from exc
+
+
+def check_writable(path: str | Path, *, what: str, flag: str) -> None:
+    """The UsageError of :func:`open_appending` now, for an output written only at the end of a long
+    run (which would otherwise be lost to a bad path); a file the check makes is removed again.
+
+    >>> check_writable(tempfile.gettempdir(), what="chat record", flag="--chat-out")
+    Traceback (most recent call last):
+    masorch.errors.UsageError: cannot open chat record ...: Is a directory (hint: ...)
+    """
+    path = Path(path)
+    existed = path.exists()
+    open_appending(path, what=what, flag=flag).close()
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
 @contextmanager
 def replacing(target: str | Path) -> Iterator[Path]:
     """A temporary sibling of ``target`` to write; it replaces ``target`` only when the block succeeds.

@@ -206,6 +206,19 @@ def test_rounds_flags_reach_the_run_and_the_trajectory_is_written(tmp_path):
     assert isinstance(bad.exception, UsageError) and "not 'MODEL: description'" in str(bad.exception)
 
 
+def test_an_unwritable_chat_out_is_refused_before_the_run(tmp_path):
+    made: dict = {}
+    argv = [*ARGS, "--mode", "rounds", "--chat-out", str(tmp_path)]  # a directory
+    result = CliRunner().invoke(make_app([PLAN], made), argv)
+    assert isinstance(result.exception, UsageError)
+    assert f"cannot open chat record {tmp_path}: Is a directory" in str(result.exception)
+    assert result.exception.hint == "pass a writable --chat-out path"
+    assert made == {}  # refused before any model was built or called, as --trace is
+    new = tmp_path / "sub" / "chat.json"
+    CliRunner().invoke(make_app([PLAN], made), [*ARGS, "--mode", "rounds", "--chat-out", str(new)])
+    assert "scripted:orch" in made  # a writable path is not refused
+
+
 def test_max_tokens_caps_sub_agent_calls_and_plan_tokens_the_plan():
     made: dict = {}
     argv = [*ARGS, "--json", "--max-tokens", "32", "--plan-tokens", "640"]

@@ -26,7 +26,7 @@ from masorch.backends.prices import PricedFactory, price_table
 from masorch.cli._local_options import Ctx, Slots, Threads
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
-from masorch.files import atomic_writer
+from masorch.files import atomic_writer, check_writable
 from masorch.run import Budget, Environment, EnvSpec, RunResult, System, run
 from masorch.run.environment import default_agents_factory, default_backend_factory, default_retriever_factory
 from masorch.run.system import PoolModel
@@ -230,6 +230,8 @@ def register(
         )
         if replay and cache is None:
             raise UsageError("--replay needs --cache", hint="e.g. --cache runs/cache.sqlite --replay")
+        if chat_out is not None:  # now, as --trace is: written at the end, a bad path would lose the run
+            check_writable(chat_out, what="chat record", flag="--chat-out")
         make_backend = backend_factory or functools.partial(
             default_backend_factory, n_threads=threads, slots=slots, n_ctx=ctx
         )
