@@ -243,6 +243,19 @@ def test_default_model_not_pulled_is_a_usage_error_naming_the_pull_command(tmp_p
     assert "Traceback" not in err
 
 
+def test_an_error_during_the_run_starts_below_the_progress_table(monkeypatch, capsys):
+    from masorch.backends.openai_compat import API_KEY_ENV, BASE_URL_ENV
+    from masorch.cli.main import main
+
+    for name in (*API_KEY_ENV, *BASE_URL_ENV):
+        monkeypatch.delenv(name, raising=False)
+    # The key is missing when the first call builds its backend: the progress table is on screen.
+    assert main(["run", "What is 2+3?", "--subagent", "openai:gpt-4o-mini"]) == 2
+    captured = capsys.readouterr()
+    assert "answer / error" in captured.out and captured.out.endswith("\n")  # not "━━━━error: ..."
+    assert captured.err.startswith("error: no API key for openai:gpt-4o-mini")
+
+
 def test_search_is_offered_only_with_a_corpus(tmp_path):
     from masorch.agents.signatures import SEARCH
 

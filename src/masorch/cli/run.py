@@ -276,10 +276,12 @@ async def _run(
         console = Console(emoji=False)
         view = LiveView(console)
         sinks: list[TraceSink] = [CallbackSink(view.on_event), *([writer] if writer else [])]
-        with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
-            view.live = live
-            result = await run(system, question, env, trace=FanOut(sinks), corpus=corpus)
-        console.line()
+        try:
+            with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
+                view.live = live
+                result = await run(system, question, env, trace=FanOut(sinks), corpus=corpus)
+        finally:  # the table's last line ends here, so an error printed next starts a line of its own
+            console.line()
         show_result(console, result)
         return result
     finally:
