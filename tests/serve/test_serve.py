@@ -294,6 +294,22 @@ def test_a_host_not_of_this_machine_is_a_usage_error_naming_host(capsys, monkeyp
     assert "token" not in err
 
 
+def test_a_lone_surrogate_in_a_reply_or_a_request_is_sent_as_its_json_escape() -> None:
+    from masorch.backends.scripted import ScriptedBackend
+
+    # The model's plan answers with a "\ud800" escape: the plan holds a lone surrogate (and at DoM
+    # high, answering directly is refused: a 502 whose masorch field shows the plan).
+    plan = ScriptedBackend(lambda m, c: 'final_answer("2\\ud800")', name="m")
+    client = TestClient(_app(factory=lambda spec: plan), raise_server_exceptions=False)
+    body = {"model": "mas:high", "messages": [{"role": "user", "content": "q"}]}
+    reply = client.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 502 and b'"final_answer":"2\\ud800"' in reply.content
+    assert reply.json()["masorch"]["plan"]["final_answer"] == "2" + chr(0xD800)
+    raw = b'{"model": "\\ud800", "messages": [{"role": "user", "content": "q"}]}'
+    unknown = client.post("/v1/chat/completions", content=raw, headers={"Content-Type": "application/json"})
+    assert unknown.status_code == 404 and "no system" in unknown.json()["error"]["message"]
+
+
 def test_a_stream_survives_a_url_with_a_query(server: str) -> None:
     # (a lone surrogate, which no OpenAI client sends, is _clean's doctest)
     client = openai.OpenAI(base_url=server, api_key="t0k")
