@@ -318,6 +318,34 @@ def load_yaml_file(path: str | Path, *, what: str = "YAML config", max_bytes: in
     return load_yaml(text, what=f"{what} {path}")
 
 
+def open_appending(path: str | Path, *, what: str, flag: str) -> IO[str]:
+    """``path`` open to append UTF-8 text, its folder made first; a UsageError naming ``flag`` when the
+    file system refuses (a directory, no permission, a read-only disk)."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path.open("a", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(
+            f"cannot open {what} {path}: {exc.strerror or exc}", hint=f"pass a writable {flag} path"
+        ) from exc
+
+
+def check_writable(path: str | Path, *, what: str, flag: str) -> None:
+    """The UsageError of :func:`open_appending` now, for an output written only at the end of a long
+    run (which would otherwise be lost to a bad path); a file the check makes is removed again.
+
+    >>> check_writable(tempfile.gettempdir(), what="chat record", flag="--chat-out")
+    Traceback (most recent call last):
+    masorch.errors.UsageError: cannot open chat record ...: Is a directory (hint: ...)
+    """
+    path = Path(path)
+    existed = path.exists()
+    open_appending(path, what=what, flag=flag).close()
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
 @contextmanager
 def replacing(target: str | Path) -> Iterator[Path]:
     """A temporary sibling of ``target`` to write; it replaces ``target`` only when the block succeeds.
@@ -351,8 +379,15 @@ def replacing(target: str | Path) -> Iterator[Path]:
 @contextmanager
 def atomic_writer(target: str | Path, mode: str = "wb") -> Iterator[IO[Any]]:
     """An open file (``mode`` ``"w"`` for UTF-8 text, ``"wb"`` for bytes) that replaces ``target``
-    only when the block succeeds (see :func:`replacing`)."""
+    only when the block succeeds (see :func:`replacing`).
+
+    Text with no UTF-8 form (a lone surrogate, from a ``"\\ud800"`` escape) is written as its
+    backslash escape, which inside a JSON string (``json.dumps(..., ensure_ascii=False)``) is the
+    string's own JSON escape: the file reads back as the same data.
+    """
     with replacing(target) as tmp:
-        encoding = None if "b" in mode else "utf-8"
-        with tmp.open(mode, encoding=encoding) as fh:
+        text = "b" not in mode
+        with tmp.open(
+            mode, encoding="utf-8" if text else None, errors="backslashreplace" if text else None
+        ) as fh:
             yield fh

@@ -206,6 +206,19 @@ def test_rounds_flags_reach_the_run_and_the_trajectory_is_written(tmp_path):
     assert isinstance(bad.exception, UsageError) and "not 'MODEL: description'" in str(bad.exception)
 
 
+def test_an_unwritable_chat_out_is_refused_before_the_run(tmp_path):
+    made: dict = {}
+    argv = [*ARGS, "--mode", "rounds", "--chat-out", str(tmp_path)]  # a directory
+    result = CliRunner().invoke(make_app([PLAN], made), argv)
+    assert isinstance(result.exception, UsageError)
+    assert f"cannot open chat record {tmp_path}: Is a directory" in str(result.exception)
+    assert result.exception.hint == "pass a writable --chat-out path"
+    assert made == {}  # refused before any model was built or called, as --trace is
+    new = tmp_path / "sub" / "chat.json"
+    CliRunner().invoke(make_app([PLAN], made), [*ARGS, "--mode", "rounds", "--chat-out", str(new)])
+    assert "scripted:orch" in made  # a writable path is not refused
+
+
 def test_max_tokens_caps_sub_agent_calls_and_plan_tokens_the_plan():
     made: dict = {}
     argv = [*ARGS, "--json", "--max-tokens", "32", "--plan-tokens", "640"]
@@ -228,6 +241,19 @@ def test_default_model_not_pulled_is_a_usage_error_naming_the_pull_command(tmp_p
     err = capsys.readouterr().err
     assert f"masorch models pull {run_cli.DEFAULT_MODEL.split(':', 1)[1]}" in err
     assert "Traceback" not in err
+
+
+def test_an_error_during_the_run_starts_below_the_progress_table(monkeypatch, capsys):
+    from masorch.backends.openai_compat import API_KEY_ENV, BASE_URL_ENV
+    from masorch.cli.main import main
+
+    for name in (*API_KEY_ENV, *BASE_URL_ENV):
+        monkeypatch.delenv(name, raising=False)
+    # The key is missing when the first call builds its backend: the progress table is on screen.
+    assert main(["run", "What is 2+3?", "--subagent", "openai:gpt-4o-mini"]) == 2
+    captured = capsys.readouterr()
+    assert "answer / error" in captured.out and captured.out.endswith("\n")  # not "━━━━error: ..."
+    assert captured.err.startswith("error: no API key for openai:gpt-4o-mini")
 
 
 def test_search_is_offered_only_with_a_corpus(tmp_path):

@@ -20,7 +20,7 @@ from eval_helpers import SumBackendFactory  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
-from masorch.cli.main import build_app  # noqa: E402
+from masorch.cli.main import build_app, main  # noqa: E402
 from masorch.errors import UsageError  # noqa: E402
 from masorch.eval.systems import parse_systems  # noqa: E402
 from masorch.run import Environment, EnvSpec  # noqa: E402
@@ -249,6 +249,65 @@ def test_the_cli_refuses_to_serve_beyond_loopback_without_a_token() -> None:
         env={"MASORCH_SERVE_TOKEN": ""},
     )
     assert isinstance(result.exception, UsageError) and "without a token" in str(result.exception)
+
+
+@pytest.fixture()
+def busy_port() -> Iterator[int]:
+    """A loopback port another socket listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+def test_the_cli_checks_every_model_string_before_it_serves(busy_port: int, capsys) -> None:
+    # On a busy port: a server started past an unchecked model string would fail there instead.
+    argv = ["serve", "--systems", "sas:cot,mas:low", "--model", "foo", "--port", str(busy_port)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "error: a model string is not provider:model" in err and "hint: providers:" in err
+    assert "masorch serve:" not in err
+
+
+def test_a_busy_port_is_a_usage_error_before_the_serving_line(busy_port: int, capsys) -> None:
+    assert main(["serve", "--systems", "sas:cot", "--model", "openai:m", "--port", str(busy_port)]) == 2
+    err = capsys.readouterr().err
+    assert f"error: cannot listen on 127.0.0.1:{busy_port}: the port is in use" in err
+    assert "hint: pass another --port" in err and "masorch serve:" not in err
+
+
+def test_a_host_not_of_this_machine_is_a_usage_error_naming_host(capsys, monkeypatch) -> None:
+    # 192.0.2.1 is a documentation address (RFC 5737): no machine has it.
+    argv = ["serve", "--systems", "sas:cot", "--model", "openai:m"]
+    assert main([*argv, "--host", "192.0.2.1", "--token", "x"]) == 2
+    err = capsys.readouterr().err
+    assert "error: cannot listen on 192.0.2.1:8000: 192.0.2.1 is not an address of this machine" in err
+    assert "hint: pass an address of this machine as --host" in err and "--port" not in err
+
+    def unresolved(host, *args, **kwargs):  # no DNS lookup in a test
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    monkeypatch.setattr(socket, "getaddrinfo", unresolved)
+    assert main([*argv, "--host", "999.1.1.1"]) == 2  # not "beyond this machine without a token"
+    err = capsys.readouterr().err
+    assert "error: cannot listen on 999.1.1.1: not an IP address or a host name" in err
+    assert "token" not in err
+
+
+def test_a_lone_surrogate_in_a_reply_or_a_request_is_sent_as_its_json_escape() -> None:
+    from masorch.backends.scripted import ScriptedBackend
+
+    # The model's plan answers with a "\ud800" escape: the plan holds a lone surrogate (and at DoM
+    # high, answering directly is refused: a 502 whose masorch field shows the plan).
+    plan = ScriptedBackend(lambda m, c: 'final_answer("2\\ud800")', name="m")
+    client = TestClient(_app(factory=lambda spec: plan), raise_server_exceptions=False)
+    body = {"model": "mas:high", "messages": [{"role": "user", "content": "q"}]}
+    reply = client.post("/v1/chat/completions", json=body)
+    assert reply.status_code == 502 and b'"final_answer":"2\\ud800"' in reply.content
+    assert reply.json()["masorch"]["plan"]["final_answer"] == "2" + chr(0xD800)
+    raw = b'{"model": "\\ud800", "messages": [{"role": "user", "content": "q"}]}'
+    unknown = client.post("/v1/chat/completions", content=raw, headers={"Content-Type": "application/json"})
+    assert unknown.status_code == 404 and "no system" in unknown.json()["error"]["message"]
 
 
 def test_a_stream_survives_a_url_with_a_query(server: str) -> None:

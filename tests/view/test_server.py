@@ -57,7 +57,19 @@ def test_the_page_its_assets_and_the_api_are_served_on_loopback(server: ViewServ
 def test_a_busy_port_is_a_usage_error(server: ViewServer, capsys: pytest.CaptureFixture[str]) -> None:
     port = server.server_address[1]
     assert main(["view", str(server.app.source.path), "--port", str(port)]) == 2
-    assert "cannot listen on 127.0.0.1" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}: the port is in use" in err
+    assert "hint: pass another --port (0 picks a free one)" in err
+
+
+def test_a_host_not_of_this_machine_names_host_not_port(
+    eval_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 192.0.2.1 is a documentation address (RFC 5737): no machine has it.
+    assert main(["view", str(eval_run), "--host", "192.0.2.1", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot listen on 192.0.2.1:0: 192.0.2.1 is not an address of this machine" in err
+    assert "hint: pass an address of this machine as --host" in err and "--port" not in err
 
 
 def test_the_html_export_is_one_file_with_the_data_the_page_asks_for(

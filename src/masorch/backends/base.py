@@ -2,12 +2,35 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "tool_calls", "error"]
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so that it encodes as UTF-8.
+
+    A JSON ``"\\ud800"`` escape (from a server, or a model's plan) or a command-line argument with
+    invalid bytes decodes to a lone surrogate, which no UTF-8 request body, tokenizer or file takes.
+
+    >>> encodable("ok " + chr(0xD800) + " ok")
+    'ok \ufffd ok'
+    """
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _make_encodable(obj: object, *names: str) -> None:
+    """Replace the lone surrogates of a frozen dataclass's text fields (see :func:`encodable`)."""
+    for name in names:
+        value = getattr(obj, name)
+        if _SURROGATE.search(value):
+            object.__setattr__(obj, name, encodable(value))
 
 
 @dataclass(frozen=True)
@@ -17,6 +40,9 @@ class ToolCall:
     name: str
     arguments: str
     id: str = ""
+
+    def __post_init__(self) -> None:
+        _make_encodable(self, "name", "arguments", "id")
 
 
 @dataclass(frozen=True)
@@ -31,6 +57,10 @@ class Message:
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str = ""
+
+    def __post_init__(self) -> None:
+        # Every message a backend is sent passes here: its text is made sendable (see encodable).
+        _make_encodable(self, "content", "tool_call_id")
 
 
 @dataclass(frozen=True)
@@ -152,7 +182,8 @@ class Completion:
     """What a backend returns: text, usage, why it stopped, and any tool calls.
 
     ``attempts`` is how many requests the backend sent for this completion (retries included);
-    ``cached`` says it came from a record/replay cache instead of the model.
+    ``cached`` says it came from a record/replay cache instead of the model. A lone surrogate in
+    ``text`` (a server's ``"\\ud800"``) becomes U+FFFD (see :func:`encodable`).
     """
 
     text: str
@@ -163,6 +194,9 @@ class Completion:
     latency_s: float = 0.0
     cached: bool = False
     attempts: int = 1
+
+    def __post_init__(self) -> None:
+        _make_encodable(self, "text")
 
 
 @runtime_checkable

@@ -27,7 +27,7 @@ from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
 from masorch.eval.log import check_run_dir
 from masorch.eval.report import write_report
 from masorch.eval.sources import resolve_all
-from masorch.eval.systems import systems_from_flags
+from masorch.eval.systems import check_systems, systems_from_flags
 from masorch.run.system import System
 from masorch.score.registry import canonical_scorer
 
@@ -198,19 +198,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         specs = systems_from_flags(
             systems, config, {k: v for k, v in defaults.items() if v is not None} | {"model": model}
         )
-        if env_factory is None:
-            from masorch.backends.registry import check_model_string
-
-            # Before anything is written: a malformed model string may be a key in the wrong flag.
+        if env_factory is None:  # before anything is written
             judges = [scorer_judge] if scorer_judge else []
-            for spec in dict.fromkeys([*(m for s in specs for m in s.model_strings()), *judges]):
-                check_model_string(spec, buildable=True)
-            from masorch.agents.registry import default_registry
-            from masorch.run.round_calls import check_tool_costs
-
-            kinds = default_registry(profile=agent_profile_name(agent_profile)).catalogue()
-            for s in specs:  # a misspelt tool would fail every sample of the run, one by one
-                check_tool_costs(s.tool_costs, kinds)
+            check_systems(specs, agent_profile=agent_profile_name(agent_profile), extra_models=judges)
         sources = resolve_all(
             [d for item in data for d in item.split(",") if d],
             skip=skip,

@@ -56,6 +56,7 @@ def build_app() -> typer.Typer:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a masorch error becomes one clear message and exit code 2 (usage) or 1."""
+    _escape_unencodable_output()
     app = build_app()
     err = Console(stderr=True)
     try:
@@ -86,6 +87,16 @@ def main(argv: list[str] | None = None) -> int:
             err.print(f"error: {exc}", highlight=False)
         return int(getattr(exc, "exit_code", 2))
     return 0
+
+
+def _escape_unencodable_output() -> None:
+    # Text masorch prints may hold characters the terminal's encoding has no bytes for: a lone
+    # surrogate (a plan's or a model's "\ud800" escape, a command-line argument with invalid bytes)
+    # has none in UTF-8 either. Such a character is printed as its escape instead of a traceback.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)  # a TextIOWrapper; a replaced stream may not be
+        if callable(reconfigure):
+            reconfigure(errors="backslashreplace")
 
 
 def _print_error(err: Console, message: str, hint: str) -> None:

@@ -26,6 +26,7 @@ from masorch.backends.prices import PricedFactory, price_table
 from masorch.cli._local_options import Ctx, Slots, Threads
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
+from masorch.files import atomic_writer, check_writable
 from masorch.run import Budget, Environment, EnvSpec, RunResult, System, run
 from masorch.run.environment import default_agents_factory, default_backend_factory, default_retriever_factory
 from masorch.run.system import PoolModel
@@ -229,6 +230,8 @@ def register(
         )
         if replay and cache is None:
             raise UsageError("--replay needs --cache", hint="e.g. --cache runs/cache.sqlite --replay")
+        if chat_out is not None:  # now, as --trace is: written at the end, a bad path would lose the run
+            check_writable(chat_out, what="chat record", flag="--chat-out")
         make_backend = backend_factory or functools.partial(
             default_backend_factory, n_threads=threads, slots=slots, n_ctx=ctx
         )
@@ -273,10 +276,12 @@ async def _run(
         console = Console(emoji=False)
         view = LiveView(console)
         sinks: list[TraceSink] = [CallbackSink(view.on_event), *([writer] if writer else [])]
-        with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
-            view.live = live
-            result = await run(system, question, env, trace=FanOut(sinks), corpus=corpus)
-        console.line()
+        try:
+            with Live(view.render(), console=console, refresh_per_second=8, transient=False) as live:
+                view.live = live
+                result = await run(system, question, env, trace=FanOut(sinks), corpus=corpus)
+        finally:  # the table's last line ends here, so an error printed next starts a line of its own
+            console.line()
         show_result(console, result)
         return result
     finally:
@@ -321,7 +326,8 @@ def _rounds_summary(result: RunResult) -> dict[str, Any] | None:
 def _write_record(path: Path, record: dict[str, Any]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        with atomic_writer(path, "w") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False, indent=1) + "\n")
     except OSError as exc:
         raise UsageError(
             f"cannot write {path}: {exc.strerror}", hint="give a writable --chat-out path"

@@ -12,6 +12,7 @@ import typer
 
 from masorch.cli._local_options import Ctx, Slots, Threads
 from masorch.errors import UsageError, require_extra
+from masorch.listen import bind_sockets, check_host
 from masorch.run.system import System
 
 if TYPE_CHECKING:
@@ -74,15 +75,17 @@ def register(app: typer.Typer) -> None:
         require_extra("starlette", "serve")
         require_extra("uvicorn", "serve")
         token = (token or os.environ.get(TOKEN_ENV) or "").strip() or None  # blank: no token
+        check_host(host, port)  # a --host that is no address is not "beyond this machine"
         if not _loopback(host) and token is None:
             raise UsageError(
                 f"--host {host} serves beyond this machine without a token",
                 hint=f"set --token or ${TOKEN_ENV}, or bind 127.0.0.1",
             )
-        from masorch.eval.systems import systems_from_flags
+        from masorch.eval.systems import check_systems, systems_from_flags
 
         defaults = {"model": model, "orchestrator": orchestrator}
         specs = systems_from_flags(systems, config, {k: v for k, v in defaults.items() if v is not None})
+        check_systems(specs)  # a bad model string would fail every request, one 502 after another
         from masorch.serve.app import LOOPBACK_HOSTS, ServeOptions
 
         options = ServeOptions(
@@ -123,22 +126,30 @@ def _serve(
     from masorch.serve.app import make_app
     from masorch.serve.http import uvicorn_config
 
-    env = Environment(
-        EnvSpec.default(cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots, n_ctx=ctx)
-    )
-    app = make_app(specs, env, options)
-    config = uvicorn_config(app, host, port, options)
-    server = uvicorn.Server(config)
-    typer.echo(f"masorch serve: {', '.join(s.name for s in specs)} on http://{host}:{port}/v1", err=True)
-
-    async def main() -> None:
-        try:
-            await server.serve()
-        finally:  # Ctrl-C and SIGTERM land here too: the embedded model servers are stopped
-            await env.aclose()
-
-    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    # Bound here, before the "serving" line: a busy port or a host that is not this machine's is a
+    # usage error naming the flag, not uvicorn's bare "[Errno 98]" after it.
+    sockets = bind_sockets(host, port)
     try:
-        asyncio.run(main())
+        env = Environment(
+            EnvSpec.default(
+                cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots, n_ctx=ctx
+            )
+        )
+        app = make_app(specs, env, options)
+        server = uvicorn.Server(uvicorn_config(app, host, port, options))
+        typer.echo(f"masorch serve: {', '.join(s.name for s in specs)} on http://{host}:{port}/v1", err=True)
+
+        async def main() -> None:
+            try:
+                await server.serve(sockets=sockets)
+            finally:  # Ctrl-C and SIGTERM land here too: the embedded model servers are stopped
+                await env.aclose()
+
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            asyncio.run(main())
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sock in sockets:
+            sock.close()

@@ -112,7 +112,7 @@ class TraceFile:
         """Write the events, one JSON object per line."""
         if self._fh is None or not events:
             return
-        text = "".join(e.model_dump_json() + "\n" for e in events)
+        text = "".join(e.json_line() + "\n" for e in events)
         with self._lock:
             self._fh.write(text)
             self._fh.flush()

@@ -107,7 +107,9 @@ class RunLog:
         self.header = header
         self._records = records
         self._lock = threading.Lock()
-        self._fh = path.open("a", encoding="utf-8")
+        # A lone surrogate (a "\\ud800" escape in a plan a model wrote) has no UTF-8 form: json.dumps
+        # leaves it inside a string, where its backslash escape is that string's JSON escape.
+        self._fh = path.open("a", encoding="utf-8", errors="backslashreplace")
 
     @classmethod
     def create(cls, directory: Path, header: Mapping[str, Any], *, resume: bool) -> RunLog:

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from masorch.agents.signatures import AgentProfileName
 from masorch.errors import UsageError
 from masorch.files import MAX_YAML_BYTES, load_yaml, read_text
 from masorch.run.system import System
@@ -89,3 +90,26 @@ def systems_from_flags(systems: str | None, config: Path | None, defaults: Mappi
     if defaults.get("model") is None:
         raise UsageError("--systems needs --model", hint="e.g. --model local:qwen2.5-coder-0.5b")
     return parse_systems(systems or "", **{k: v for k, v in defaults.items() if v is not None})
+
+
+def check_systems(
+    specs: Sequence[System], *, agent_profile: AgentProfileName = "default", extra_models: Sequence[str] = ()
+) -> None:
+    """A UsageError, before anything runs or is written, for a model string that cannot build a
+    backend (``extra_models`` too, e.g. a scorer's judge) or a tool cost naming no tool of the
+    ``agent_profile`` agents: each would fail every sample, or every request, one by one.
+
+    >>> check_systems(parse_systems("sas:cot", model="foo"))
+    Traceback (most recent call last):
+    masorch.errors.UsageError: a model string is not provider:model (hint: providers: ...)
+    """
+    from masorch.agents.registry import default_registry
+    from masorch.backends.registry import check_model_string
+    from masorch.run.round_calls import check_tool_costs
+
+    # A malformed model string may be a key given to the wrong flag: the check echoes none of it.
+    for spec in dict.fromkeys([*(m for s in specs for m in s.model_strings()), *extra_models]):
+        check_model_string(spec, buildable=True)
+    kinds = default_registry(profile=agent_profile).catalogue()
+    for s in specs:
+        check_tool_costs(s.tool_costs, kinds)

@@ -32,6 +32,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from masorch.backends.base import encodable
 from masorch.errors import MasorchError
 from masorch.redact import redact
 from masorch.run import Environment, RunResult, System, run
@@ -76,6 +77,15 @@ class ServeOptions:
             raise ValueError("timeout_s must be a positive number of seconds, or None for no deadline")
         if not self.read_timeout_s > 0:
             raise ValueError("read_timeout_s must be a positive number of seconds")
+
+
+class _JSONResponse(JSONResponse):
+    """Starlette's JSON response, sendable whatever its text: a lone surrogate (a ``"\\ud800"``
+    escape in the plan a model wrote, or in a client's request) goes out as its JSON escape."""
+
+    def render(self, content: Any) -> bytes:
+        text = json.dumps(content, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        return text.encode("utf-8", "backslashreplace")  # inside a JSON string: the JSON escape
 
 
 #: The ``Host`` names of a server bound to a loopback address.
@@ -145,7 +155,7 @@ def make_app(systems: Sequence[System], env: Environment, options: ServeOptions 
         data = [
             {"id": name, "object": "model", "created": created, "owned_by": "masorch"} for name in by_name
         ]
-        return JSONResponse({"object": "list", "data": data})
+        return _JSONResponse({"object": "list", "data": data})
 
     async def chat(request: Request) -> Response:
         try:
@@ -172,7 +182,7 @@ def make_app(systems: Sequence[System], env: Environment, options: ServeOptions 
             return _error(_BadRequest(499, "the client closed the request; its run was cancelled"))
         if not result.ok:
             return _failed(system, result)
-        return JSONResponse(_completion(system, result))
+        return _JSONResponse(_completion(system, result))
 
     routes = [
         Route("/v1/models", models, methods=["GET"]),
@@ -358,7 +368,7 @@ def _completion(system: System, result: RunResult) -> dict[str, Any]:
 def _failed(system: System, result: RunResult) -> Response:
     message = f"{system.name} ended {result.status}: {result.error or 'no answer'}"
     error = {"message": message, "type": "run_failed", "code": result.status}
-    return JSONResponse({"error": error, "masorch": _extra(result)}, status_code=502)
+    return _JSONResponse({"error": error, "masorch": _extra(result)}, status_code=502)
 
 
 def _clean(value: Any) -> Any:
@@ -369,7 +379,7 @@ def _clean(value: Any) -> Any:
     {'error': 'GET http://h/v1?key=*** \ufffd', 'n': [1, 2.5, None]}
     """
     if isinstance(value, str):
-        return redact("".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in value))
+        return redact(encodable(value))
     if isinstance(value, Mapping):
         return {str(k): _clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -381,7 +391,7 @@ def _clean(value: Any) -> Any:
 
 def _error(exc: _BadRequest) -> Response:
     body = {"error": {"message": exc.message, "type": exc.kind}}
-    return JSONResponse(body, status_code=exc.status, headers=exc.headers)
+    return _JSONResponse(body, status_code=exc.status, headers=exc.headers)
 
 
 async def _unless_gone(task: asyncio.Future[RunResult], request: Request) -> RunResult | None:

@@ -7,10 +7,12 @@ do not know.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import PydanticSerializationError
 
 from masorch.backends.base import Usage
 
@@ -49,6 +51,22 @@ class EventBase(BaseModel):
     schema_version: Literal[1] = SCHEMA_VERSION
     run_id: str
     ts: float = Field(default_factory=time.time, description="unix time the event was made")
+
+    def json_line(self) -> str:
+        """The event as one line of JSON, as a trace file holds it.
+
+        pydantic refuses text that has no UTF-8 form (a lone surrogate, from a ``"\\ud800"`` escape
+        in a plan the model wrote): such an event is written by the standard library instead, the
+        surrogate as its JSON escape, so the line reads back as the same event.
+
+        >>> line = RunStarted(run_id="r", question="q" + chr(0xD800), ts=0).json_line()
+        >>> '"question":"q\\\\ud800"' in line
+        True
+        """
+        try:
+            return self.model_dump_json()
+        except PydanticSerializationError:
+            return json.dumps(self.model_dump(mode="json"), separators=(",", ":"))
 
 
 class RunStarted(EventBase):

@@ -9,7 +9,7 @@ from typing import IO, Any, Protocol
 from pydantic import ValidationError
 
 from masorch.errors import RunError, UsageError
-from masorch.files import iter_jsonl
+from masorch.files import iter_jsonl, open_appending
 from masorch.trace.events import EVENT_ADAPTER, SCHEMA_VERSION, Event
 
 
@@ -64,13 +64,7 @@ class TraceWriter:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(
-                f"cannot open trace file {self.path}: {exc.strerror}", hint="pass a writable --trace path"
-            ) from exc
+        self._file: IO[str] | None = open_appending(self.path, what="trace file", flag="--trace")
         self._error: OSError | None = None
 
     def emit(self, event: Event) -> None:
@@ -84,7 +78,7 @@ class TraceWriter:
         if self._error is not None:
             return
         try:
-            self._file.write(event.model_dump_json() + "\n")
+            self._file.write(event.json_line() + "\n")
             self._file.flush()
         except OSError as exc:
             self._error = exc

@@ -6,17 +6,19 @@ import json
 import math
 from typing import Any
 
+from masorch.backends.base import encodable
 from masorch.redact import redact
 
 
 def clean(value: Any) -> Any:
-    """``value`` with :func:`~masorch.redact.redact` applied to every string in it (keys included).
+    """``value`` with :func:`~masorch.redact.redact` applied to every string in it (keys included),
+    and each lone surrogate (which no page can encode) made U+FFFD.
 
-    >>> clean({"model": "vllm:http://u:sk-1@h:8000/v1#m", "n": [1, "ok"]})
-    {'model': 'vllm:http://h:8000/v1#m', 'n': [1, 'ok']}
+    >>> clean({"model": "vllm:http://u:sk-1@h:8000/v1#m", "n": [1, "ok" + chr(0xD800)]})
+    {'model': 'vllm:http://h:8000/v1#m', 'n': [1, 'ok\ufffd']}
     """
     if isinstance(value, str):
-        return redact(value)
+        return redact(encodable(value))
     if isinstance(value, float) and not math.isfinite(value):
         return None  # JSON has no NaN or infinity
     if isinstance(value, dict):

@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
-from masorch.errors import MasorchError, UsageError
+from masorch.errors import MasorchError
+from masorch.listen import listen_error
 from masorch.view.app import NotFound, ViewApp
 from masorch.view.page import ASSETS, asset, render_page
 from masorch.view.payload import to_json
@@ -37,10 +38,7 @@ class ViewServer(ThreadingHTTPServer):
         try:
             super().__init__((host, port), _Handler)
         except OSError as exc:
-            raise UsageError(
-                f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                hint="pass another --port (0 picks a free one)",
-            ) from None
+            raise listen_error(exc, host, port, free_port=True) from None
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
         """Serve until :meth:`shutdown`, building the first requests' data in a thread meanwhile."""
