@@ -71,6 +71,8 @@ def test_aliases_within_the_bound_still_load():
         ("d: 2024-13-45", "cannot read"),
         ("x: *undefined", "not valid YAML"),
         ("a: \x07", "not valid YAML"),
+        ("max_steps: 3\nlr: 1\nmax_steps: 5\n", r"'max_steps' is given twice \(line 3\)"),
+        ("a: {k: 1, k: 2}", "'k' is given twice"),
     ],
 )
 def test_bad_yaml_is_a_usage_error(text, message):

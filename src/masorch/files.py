@@ -238,6 +238,7 @@ def _check_expansion(root: Any, max_nodes: int) -> None:
         key = id(node)
         if done:
             on_path.discard(key)
+            _check_unique_keys(node)
             children = _children(node)
             total = 1 + sum(sizes[id(c)] for c in children)
             sizes[key] = min(total, max_nodes + 1)
@@ -259,6 +260,26 @@ def _check_expansion(root: Any, max_nodes: int) -> None:
             hint="write a smaller config; repeated `*alias` references multiply its size",
             code="yaml_too_large",
         )
+
+
+def _check_unique_keys(node: Any) -> None:
+    """Raise if a mapping gives one key twice: PyYAML keeps the last value, so a config's repeated
+    key would silently undo the first (YAML itself requires keys to be unique)."""
+    import yaml
+
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: set[str] = set()
+    for key_node, _ in node.value:
+        if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        if key_node.value in seen:
+            raise UsageError(
+                f"the key {key_node.value[:40]!r} is given twice (line {key_node.start_mark.line + 1})",
+                hint="keep one of the two: YAML keys must be unique",
+                code="yaml_duplicate_key",
+            )
+        seen.add(key_node.value)
 
 
 def _children(node: Any) -> list[Any]:
