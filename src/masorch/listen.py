@@ -8,10 +8,29 @@ wrong nor what to pass instead; :func:`listen_error` does.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import socket
 from typing import Any
 
 from masorch.errors import UsageError
+
+#: The names a request's ``Host`` header gives for a server on this machine's loopback address.
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to ``host`` is reachable from this machine only.
+
+    >>> is_loopback("localhost"), is_loopback("127.0.0.2"), is_loopback("::1"), is_loopback("0.0.0.0")
+    (True, True, True, False)
+    """
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
 
 #: The hint for a --host the server cannot listen on.
 HOST_HINT = (

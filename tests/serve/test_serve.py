@@ -202,7 +202,7 @@ def test_wrong_token_unknown_system_and_bad_bodies_are_clear_4xx() -> None:
 
 
 def test_a_loopback_server_answers_only_for_loopback_host_names() -> None:
-    from masorch.serve.app import LOOPBACK_HOSTS
+    from masorch.listen import LOOPBACK_HOSTS
 
     client = TestClient(_app(hosts=LOOPBACK_HOSTS), base_url="http://127.0.0.1:8000")
     assert client.get("/v1/models").status_code == 200

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import signal
 from pathlib import Path
@@ -12,7 +11,7 @@ import typer
 
 from masorch.cli._local_options import Ctx, Slots, Threads
 from masorch.errors import UsageError, require_extra
-from masorch.listen import bind_sockets, check_host
+from masorch.listen import LOOPBACK_HOSTS, bind_sockets, check_host, is_loopback
 from masorch.run.system import System
 
 if TYPE_CHECKING:
@@ -20,15 +19,6 @@ if TYPE_CHECKING:
 
 #: The environment variable a bearer token may come from (so it stays out of shell history).
 TOKEN_ENV = "MASORCH_SERVE_TOKEN"
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def register(app: typer.Typer) -> None:
@@ -76,7 +66,7 @@ def register(app: typer.Typer) -> None:
         require_extra("uvicorn", "serve")
         token = (token or os.environ.get(TOKEN_ENV) or "").strip() or None  # blank: no token
         check_host(host, port)  # a --host that is no address is not "beyond this machine"
-        if not _loopback(host) and token is None:
+        if not is_loopback(host) and token is None:
             raise UsageError(
                 f"--host {host} serves beyond this machine without a token",
                 hint=f"set --token or ${TOKEN_ENV}, or bind 127.0.0.1",
@@ -86,7 +76,7 @@ def register(app: typer.Typer) -> None:
         defaults = {"model": model, "orchestrator": orchestrator}
         specs = systems_from_flags(systems, config, {k: v for k, v in defaults.items() if v is not None})
         check_systems(specs)  # a bad model string would fail every request, one 502 after another
-        from masorch.serve.app import LOOPBACK_HOSTS, ServeOptions
+        from masorch.serve.app import ServeOptions
 
         options = ServeOptions(
             token=token,
@@ -94,7 +84,8 @@ def register(app: typer.Typer) -> None:
             timeout_s=timeout,
             max_waiting=max_waiting,
             read_timeout_s=read_timeout,
-            hosts=LOOPBACK_HOSTS if _loopback(host) else None,  # on loopback: no DNS-rebinding page gets in
+            # on loopback: no DNS-rebinding page gets in
+            hosts=(*LOOPBACK_HOSTS, host.strip("[]")) if is_loopback(host) else None,
         )
         _serve(specs, host, port, options, cache, max_tokens, threads, slots, ctx)
 

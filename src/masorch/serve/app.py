@@ -88,10 +88,6 @@ class _JSONResponse(JSONResponse):
         return text.encode("utf-8", "backslashreplace")  # inside a JSON string: the JSON escape
 
 
-#: The ``Host`` names of a server bound to a loopback address.
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-
-
 class _BadRequest(Exception):
     def __init__(
         self,

@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from masorch.errors import MasorchError
-from masorch.listen import listen_error
+from masorch.listen import LOOPBACK_HOSTS, is_loopback, listen_error
 from masorch.view.app import NotFound, ViewApp
 from masorch.view.page import ASSETS, asset, render_page
 from masorch.view.payload import to_json
@@ -25,7 +25,6 @@ logger = logging.getLogger(__name__)
 #: The address served unless the user asks for another.
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-_LOCAL_NAMES = {"127.0.0.1", "localhost", "[::1]", "::1"}
 
 
 class ViewServer(ThreadingHTTPServer):
@@ -48,7 +47,7 @@ class ViewServer(ThreadingHTTPServer):
     @property
     def loopback(self) -> bool:
         """Whether only this machine can reach the server."""
-        return str(self.server_address[0]) in _LOCAL_NAMES
+        return is_loopback(str(self.server_address[0]))
 
     @property
     def url(self) -> str:
@@ -81,7 +80,8 @@ class _Handler(BaseHTTPRequestHandler):
         """Whether the Host header names this machine when the server listens on loopback only."""
         if not self.server.loopback:
             return True
-        return (urlsplit(f"//{self.headers.get('Host', '')}").hostname or "") in _LOCAL_NAMES
+        name = urlsplit(f"//{self.headers.get('Host', '')}").hostname or ""
+        return name in LOOPBACK_HOSTS or name == str(self.server.server_address[0])
 
     def do_GET(self) -> None:
         if not self._host_ok():
