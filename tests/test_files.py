@@ -80,6 +80,10 @@ def test_bad_yaml_is_a_usage_error(text, message):
         load_yaml(text)
 
 
+def test_keys_that_differ_in_type_are_two_keys():
+    assert load_yaml('1: a\n"1": b\n') == {1: "a", "1": "b"}
+
+
 def test_a_yaml_error_says_where_in_the_named_text(tmp_path):
     with pytest.raises(
         UsageError, match=r"the systems file is not valid YAML: .*\(line 2, column 1\)"

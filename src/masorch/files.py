@@ -269,17 +269,18 @@ def _check_unique_keys(node: Any) -> None:
 
     if not isinstance(node, yaml.MappingNode):
         return
-    seen: set[str] = set()
+    seen: set[tuple[str, str]] = set()
     for key_node, _ in node.value:
         if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
             continue
-        if key_node.value in seen:
+        key = (key_node.tag, key_node.value)  # 1 and "1" are two keys (an int and a string)
+        if key in seen:
             raise UsageError(
                 f"the key {key_node.value[:40]!r} is given twice (line {key_node.start_mark.line + 1})",
                 hint="keep one of the two: YAML keys must be unique",
                 code="yaml_duplicate_key",
             )
-        seen.add(key_node.value)
+        seen.add(key)
 
 
 def _children(node: Any) -> list[Any]:

@@ -32,13 +32,16 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+#: Connections a listening socket queues (asyncio's and uvicorn's default).
+SOCKET_BACKLOG = 2048
+
 #: The hint for a --host the server cannot listen on.
 HOST_HINT = (
     "pass an address of this machine as --host (127.0.0.1: this machine only; 0.0.0.0: every interface)"
 )
 
 
-def listen_error(exc: OSError, host: str, port: int, *, free_port: bool = False) -> UsageError:
+def listen_error(exc: OSError | UnicodeError, host: str, port: int, *, free_port: bool = False) -> UsageError:
     """The UsageError for ``exc``, raised binding ``host:port``: it names the flag to change.
 
     ``free_port`` says that ``--port 0`` picks a free port (so the hint offers it).
@@ -49,7 +52,7 @@ def listen_error(exc: OSError, host: str, port: int, *, free_port: bool = False)
     'cannot listen on 999.1.1.1: not an IP address or a host name this machine resolves'
     """
     where = f"{host}:{port}"
-    if isinstance(exc, socket.gaierror):
+    if isinstance(exc, (socket.gaierror, UnicodeError)):  # UnicodeError: a name IDNA cannot encode (a..b)
         return UsageError(
             f"cannot listen on {host}: not an IP address or a host name this machine resolves", hint=HOST_HINT
         )
@@ -82,22 +85,30 @@ def bind_sockets(host: str, port: int) -> list[socket.socket]:
     sockets: list[socket.socket] = []
     try:
         for family, kind, proto, _, address in _addresses(host, port):
-            sock = socket.socket(family, kind, proto)
+            try:
+                sock = socket.socket(family, kind, proto)
+            except OSError:  # a family this kernel lacks (IPv6 off): skipped, as asyncio skips it
+                continue
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:  # ::1 and 127.0.0.1 are two sockets, as asyncio makes them
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             sock.bind(address)
+            sock.listen(SOCKET_BACKLOG)  # listening now: a second server on the port fails here, not later
     except OSError as exc:
         for sock in sockets:
             sock.close()
         raise listen_error(exc, host, port) from None
+    if not sockets:
+        raise UsageError(
+            f"cannot listen on {host}:{port}: no address family of it works here", hint=HOST_HINT
+        )
     return sockets
 
 
 def _addresses(host: str, port: int) -> list[tuple[Any, ...]]:
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except OSError as exc:  # socket.gaierror: a name that does not resolve
+    except (OSError, UnicodeError) as exc:  # socket.gaierror: a name that does not resolve
         raise listen_error(exc, host, port) from None
     return list(dict.fromkeys(infos))  # one socket an address (getaddrinfo may repeat one)

@@ -329,6 +329,23 @@ def test_a_malformed_model_string_stops_the_run_before_any_sample(tmp_path: Path
     assert not (tmp_path / "o" / "log.jsonl").exists()  # no header for the corrected rerun to trip on
 
 
+def test_resuming_a_finished_run_builds_no_backend(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))
+    systems = parse_systems("sas:cot", model="scripted:m")
+    evaluate(systems, [data], tmp_path / "o", env_spec=_env())
+
+    built: list[str] = []
+    backends = SumBackendFactory()
+
+    def factory(spec: str):  # an hf: model would load its weights here, for nothing left to run
+        built.append(spec)
+        return backends(spec)
+
+    spec = EnvSpec(backend_factory=factory, scorer_factory=scorer_factory)
+    tally = evaluate(systems, [data], tmp_path / "o", options=EvalOptions(resume=True), env_spec=spec)
+    assert tally.done == tally.total == 2 and built == []
+
+
 def test_bad_agent_parameters_stop_the_run_with_a_usage_error(tmp_path: Path) -> None:
     data = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))
     systems = parse_systems("sas:sc", model="scripted:m", params={"n": 99})

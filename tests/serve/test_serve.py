@@ -292,6 +292,22 @@ def test_a_host_not_of_this_machine_is_a_usage_error_naming_host(capsys, monkeyp
     err = capsys.readouterr().err
     assert "error: cannot listen on 999.1.1.1: not an IP address or a host name" in err
     assert "token" not in err
+    monkeypatch.undo()
+    assert main([*argv, "--host", "a..b"]) == 2  # a name IDNA cannot encode: no traceback
+    assert "error: cannot listen on a..b: not an IP address or a host name" in capsys.readouterr().err
+
+
+def test_a_port_bound_by_a_server_not_yet_serving_is_busy_too(capsys) -> None:
+    from masorch.listen import bind_sockets
+
+    first = bind_sockets("127.0.0.1", 0)  # a masorch server between its check and its start
+    try:
+        port = first[0].getsockname()[1]
+        assert main(["serve", "--systems", "sas:cot", "--model", "openai:m", "--port", str(port)]) == 2
+        assert "the port is in use" in capsys.readouterr().err
+    finally:
+        for sock in first:
+            sock.close()
 
 
 def test_a_lone_surrogate_in_a_reply_or_a_request_is_sent_as_its_json_escape() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from masorch.errors import MasorchError
 from masorch.eval.datasets import Sample
 from masorch.eval.item import Recorder, WorkItem, failed_record, regrade_all, run_item, work_items
-from masorch.eval.log import HARNESS_FAILED, RunLog
+from masorch.eval.log import HARNESS_FAILED, LOG_FILE, RunLog
 from masorch.eval.sources import DataSource
 from masorch.redact import redact
 from masorch.run.environment import Environment, EnvSpec
@@ -161,19 +161,27 @@ def evaluate(
     }
     every = work_items(systems, sources, opts.first)  # a bad --first fails before the log is touched
     env = Environment(spec)
-    try:
-        # Every check of the user's input comes before the log is written: a failed start must not
-        # leave a header that turns the corrected rerun into "already holds a run".
+
+    def check() -> None:
         _check_systems(env, systems, every, local=not opts.use_ray)
         if opts.use_ray:
             from masorch.eval.ray_runner import connect
 
             connect(opts.ray_address)
+
+    started = (out / LOG_FILE).is_file()
+    try:
+        if not started:
+            # A new run checks what it was given before its log exists: a failed start must not leave
+            # a header that turns the corrected rerun into "already holds a run".
+            check()
         with RunLog.create(out, header, resume=opts.resume) as log:
             if log.records:
                 asyncio.run(_regrade(log, every, spec))
             done = log.done_keys(retry_failed=opts.retry_failed)
             items = [i for i in every if i.key not in done]
+            if started and items:  # a resumed run checks only when it has samples left to run
+                check()
             tally = Tally(total=len(items) + len(done))
             for rec in log.records:
                 if rec["key"] in done:

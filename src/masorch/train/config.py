@@ -85,7 +85,10 @@ class SourceConfig(ConfigModel):
     @classmethod
     def _known_scorer(cls, name: str | None) -> str | None:
         if name is not None:
-            canonical_scorer(name)  # an unknown name: a UsageError listing the scorers
+            try:
+                canonical_scorer(name)
+            except UsageError as exc:  # a ValueError, so the error names the key (config.train[0].scorer)
+                raise ValueError(f"{exc.message}; {exc.hint}") from None
         return name
 
 

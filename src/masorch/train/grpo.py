@@ -272,20 +272,19 @@ def rollout_constraint(cfg: TrainConfig, agents: AgentRegistry) -> GenerateConfi
 def _grpo_trainer(
     cfg: TrainConfig,
     args: Any,
+    constraint: GenerateConfig,
     policy: Any,
     tokenizer: Any,
     rewards: PlanRewards,
     rows: list[Row],
     callback: Any,
-    agents: AgentRegistry,
 ) -> Any:
     """TRL's GRPOTrainer over the prompt ``rows``, one reward function per component, its plans
-    decoded under the dialect's constraint with ``constrain_rollouts``."""
+    decoded under ``constraint`` (the dialect's, with ``constrain_rollouts``)."""
     from datasets import Dataset
 
     from masorch.train.constrained import grpo_trainer
 
-    constraint = rollout_constraint(cfg, agents)
     return grpo_trainer(
         constraint.grammar,
         constraint.json_schema,
@@ -324,12 +323,13 @@ def train_grpo(
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
         precision, weights_dtype = precisions(cfg.precision, cfg.lora)
         args = grpo_args(cfg, rewards.reward_weights(), precision)  # TRL's checks, before a model loads
+        constraint = rollout_constraint(cfg, agents)
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
         # the run's files change only now, with the config, the data and the policy known good
         sitting = begin_sitting(out, {LOG_FILE: 1, SAMPLES_FILE: 0}, resume=cfg.resume)
         before, before_sampled = held_out.evaluate("before", model, tokenizer, resume=cfg.resume)
         callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
-        trainer = _grpo_trainer(cfg, args, model, tokenizer, rewards, train_rows, callback, agents)
+        trainer = _grpo_trainer(cfg, args, constraint, model, tokenizer, rewards, train_rows, callback)
         trained = train_and_save(trainer, tokenizer, out, lora=cfg.lora, sitting=sitting)
         # the model evaluated "after" in an earlier sitting changed if this one trained further
         after, after_sampled = held_out.evaluate(

@@ -151,7 +151,8 @@ def trl_config(config_class: Any, args: Mapping[str, Any]) -> Any:
     except (TypeError, ValueError) as exc:
         raise UsageError(
             f"TRL's {config_class.__name__} refused the config: {exc}",
-            hint=f"fix or remove the key (the `trl` pass-through takes {config_class.__name__}'s fields)",
+            hint=f"fix what it names: a `trl:` pass-through key or value ({config_class.__name__}'s fields), "
+            "or the config field masorch sets it from",
         ) from None
 
 

@@ -36,7 +36,7 @@ class ViewServer(ThreadingHTTPServer):
         self.app = app
         try:
             super().__init__((host, port), _Handler)
-        except OSError as exc:
+        except (OSError, UnicodeError) as exc:  # UnicodeError: a --host IDNA cannot encode
             raise listen_error(exc, host, port, free_port=True) from None
 
     def serve_forever(self, poll_interval: float = 0.5) -> None:
