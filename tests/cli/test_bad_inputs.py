@@ -447,3 +447,17 @@ def test_a_seed_out_of_range_is_a_usage_error(argv, files, tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "Invalid value for '--seed'" in err and "Traceback" not in err
+
+
+def test_an_eval_refused_at_its_start_draws_no_empty_bar(tmp_path: Path, monkeypatch, capsys) -> None:
+    from masorch.backends.openai_compat import API_KEY_ENV, BASE_URL_ENV
+
+    for name in (*API_KEY_ENV, *BASE_URL_ENV):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")  # a terminal: the live bar draws
+    data = tmp_path / "q.jsonl"
+    data.write_text(json.dumps({"question": "What is 1 plus 2?", "answer": "3"}) + "\n")
+    args = ["eval", "run", "--systems", "sas:cot", "--model", "openai:gpt-4o-mini", "--scorer", "exact"]
+    assert main([*args, "--data", str(data), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err  # where the bar draws
+    assert "no API key" in err and "0/?" not in err

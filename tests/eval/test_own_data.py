@@ -230,3 +230,9 @@ def test_skip_leaves_out_the_first_rows_and_keeps_their_ids(tmp_path: Path) -> N
     assert [s.id for s in skipped.samples] == ["depth/3/4", "depth/3/5"]
     with pytest.raises(UsageError, match="skip must be >= 0"):
         resolve(str(path), scorer="exact", skip=-1)
+
+
+def test_masbench_prefix_without_a_path_is_refused(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the current directory would have been read as MASBench files
+    with pytest.raises(UsageError, match="names no files"):
+        resolve("masbench:")

@@ -29,8 +29,24 @@ class CountingProgress(Progress):
         )
         super().__init__(*columns, console=console, **kwargs)
 
+    def add_task(
+        self,
+        description: str,
+        start: bool = True,
+        total: float | None = 100.0,
+        completed: int = 0,
+        visible: bool | None = None,
+        **fields: Any,
+    ) -> TaskID:
+        """rich's add_task; unless ``visible`` says otherwise, a task whose total is not known yet stays
+        hidden until :meth:`update` gives one (a command refused at its start draws no empty ``0/?``)."""
+        shown = total is not None if visible is None else visible
+        return super().add_task(description, start, total, completed, shown, **fields)
+
     def update(self, task_id: TaskID, **kwargs: Any) -> None:
         """rich's update; off a terminal, a line when the count, the total or the description moved."""
+        if kwargs.get("total") is not None:
+            kwargs.setdefault("visible", True)
         with self._lock:  # rich's own (re-entrant) lock: the count read before and after is one update's
             before = self._counts(task_id)
             super().update(task_id, **kwargs)

@@ -124,6 +124,11 @@ def resolve(
     if spec.startswith(PREFIX):
         rows = load_hub_rows(parse_hf_spec(spec), spec, cache_root(cache_dir) / HUB_CACHE)
         return rows_of.source(spec, rows, f"hub:{spec.removeprefix(PREFIX)}", spec)
+    if spec == "masbench:":
+        raise UsageError(
+            "--data 'masbench:' names no files",
+            hint="give the directory or file `masorch bench make` wrote: --data masbench:PATH",
+        )
     path = Path(spec.removeprefix("masbench:"))
     if not path.exists():
         raise UsageError(
