@@ -4,7 +4,11 @@
 
 Reads ``RUN_DIR/log.jsonl`` and ``RUN_DIR/report.json`` written by ``masorch train grpo``, or by
 ``masorch train rounds`` (its reward components and trajectory figures per step, and the tools
-its trajectories called per step, from ``RUN_DIR/trajectories.jsonl``).
+its trajectories called per step, from ``RUN_DIR/trajectories.jsonl``). With ``--config`` (the
+run's ``train grpo`` config) it also reads the executed training plans, ``RUN_DIR/samples.jsonl``:
+the kinds they chose and how many of each were right (each answer graded again by its row's
+scorer against the row's answer), per block of steps, and the groups whose plans were not all
+graded alike (the only groups GRPO learns from) with the kinds right and wrong in each.
 """
 
 from __future__ import annotations
@@ -54,6 +58,10 @@ def main() -> None:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--png", type=Path, default=None, help="write the reward curve here")
     parser.add_argument("--window", type=int, default=5, help="steps in the moving mean of the plot")
+    parser.add_argument(
+        "--config", type=Path, default=None, help="the run's train grpo config: training plans"
+    )
+    parser.add_argument("--block", type=int, default=10, help="steps per block of the training-plan kinds")
     args = parser.parse_args()
     log = args.run_dir / "log.jsonl"  # absent until the first step: the report then has no steps
     lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()] if log.is_file() else []
@@ -68,6 +76,8 @@ def main() -> None:
         print(f"{s['step']:4d} " + " ".join(cells))
     if rounds:
         tools_per_step(args.run_dir / "trajectories.jsonl")
+    elif args.config is not None:
+        training_plans(args.run_dir / "samples.jsonl", args.config, args.block)
     if len(steps) >= 4:
         half = len(steps) // 2
         for key, label in curves:
@@ -128,6 +138,57 @@ def tools_per_step(path: Path) -> None:
             f"step {step + 1}: {len(records)} trajectories, {right} with full score; calls that ran {ran}; "
             f"{distinct:.2f} distinct tools a trajectory ran"
         )
+
+
+def training_plans(path: Path, config: Path, block: int) -> None:
+    """The executed training plans of a ``train grpo`` run, numbered as in the table: their kinds
+    and how many of each kind were right, per ``block`` steps, and the groups (one question a step)
+    whose plans were not all graded alike, with the kinds right and wrong in each. A plan's kind is
+    its agents' kinds joined by ``+`` (``direct`` for a final answer alone, ``invalid``)."""
+    from masorch.plan.parse import parse
+    from masorch.train.config import load_config
+    from masorch.train.grpo import prompt_rows, train_agents
+    from masorch.train.reward_components import answer_correctness
+
+    if not path.is_file():
+        return
+    cfg = load_config(config)
+    gold = {row["question"]: row for row in prompt_rows(cfg, train_agents(cfg))[0]}
+    samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    by_step: dict[int, list[tuple[str, bool]]] = {}
+    for sample in samples:
+        row = gold.get(sample["question"])
+        if row is None:
+            raise SystemExit(
+                f"{path}: a question the config's training rows do not hold: {sample['question']!r}"
+            )
+        plan = parse(sample["plan"], cfg.dialect).plan
+        kind = "invalid" if plan is None else "+".join(sorted({a.kind for a in plan.agents})) or "direct"
+        right = answer_correctness(
+            [sample["plan"]],
+            status=[sample["status"]],
+            answer=[sample["answer"]],
+            ground_truth=[row["ground_truth"]],
+            scorer=row["scorer"],
+            question=[row["question"]],
+        )[0]
+        by_step.setdefault(int(sample["step"]) + 1, []).append((kind, bool(right)))
+    print(f"training plans (executed; identical plans of a group run once): {len(samples)}")
+    last = max(by_step, default=0)
+    for start in range(1, last + 1, block):
+        plans = [p for step in range(start, start + block) for p in by_step.get(step, [])]
+        kinds = Counter(kind for kind, _ in plans)
+        right = Counter(kind for kind, ok in plans if ok)
+        cells = ", ".join(f"{kind} {right[kind]}/{n}" for kind, n in kinds.most_common())
+        print(
+            f"  steps {start}-{min(start + block - 1, last)}: {len(plans)} plans; kind right/plans: {cells}"
+        )
+    spread = {step: plans for step, plans in by_step.items() if len({ok for _, ok in plans}) > 1}
+    print(f"groups with a reward spread: {len(spread)} of {len(by_step)}")
+    for step, plans in sorted(spread.items()):
+        right_kinds = dict(Counter(kind for kind, ok in plans if ok))
+        wrong_kinds = dict(Counter(kind for kind, ok in plans if not ok))
+        print(f"  step {step}: right {right_kinds}, wrong {wrong_kinds}")
 
 
 def before_after(run_dir: Path, suffix: str) -> None:
