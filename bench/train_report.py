@@ -142,9 +142,13 @@ def tools_per_step(path: Path) -> None:
 
 def training_plans(path: Path, config: Path, block: int) -> None:
     """The executed training plans of a ``train grpo`` run, numbered as in the table: their kinds
-    and how many of each kind were right, per ``block`` steps, and the groups (one question a step)
-    whose plans were not all graded alike, with the kinds right and wrong in each. A plan's kind is
-    its agents' kinds joined by ``+`` (``direct`` for a final answer alone, ``invalid``)."""
+    and how many of each kind were right, per ``block`` steps, and the groups (a step's plans for
+    one question) whose plans were not all graded alike, with the kinds right and wrong in each. A
+    plan's kind is its agents' kinds joined by ``+`` (``direct`` for a final answer alone,
+    ``invalid`` for a plan that failed its check). Answers are graded by their row's scorer; a
+    ``masbench`` row is graded on the logged answer (the trainer grades the sink's whole reply,
+    which ``samples.jsonl`` does not keep), so its figures can differ from the reward."""
+    from masorch.files import iter_jsonl
     from masorch.plan.parse import parse
     from masorch.train.config import load_config
     from masorch.train.grpo import prompt_rows, train_agents
@@ -153,16 +157,16 @@ def training_plans(path: Path, config: Path, block: int) -> None:
     if not path.is_file():
         return
     cfg = load_config(config)
-    gold = {row["question"]: row for row in prompt_rows(cfg, train_agents(cfg))[0]}
-    samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    by_step: dict[int, list[tuple[str, bool]]] = {}
+    train, held = prompt_rows(cfg, train_agents(cfg))
+    gold = {(row["question"], row["dom"]): row for row in [*held, *train]}
+    hint = "a samples.jsonl written by masorch train grpo"
+    samples = [record for _, record in iter_jsonl(path, hint=hint, complete_only=True)]
+    groups: dict[tuple[int, str, str], list[tuple[str, bool]]] = {}
     for sample in samples:
-        row = gold.get(sample["question"])
+        row = gold.get((sample["question"], sample["dom"]))
         if row is None:
-            raise SystemExit(
-                f"{path}: a question the config's training rows do not hold: {sample['question']!r}"
-            )
-        plan = parse(sample["plan"], cfg.dialect).plan
+            raise SystemExit(f"{path}: a question the config's rows do not hold: {sample['question']!r}")
+        plan = parse(sample["plan"], cfg.dialect).plan if sample["valid"] else None
         kind = "invalid" if plan is None else "+".join(sorted({a.kind for a in plan.agents})) or "direct"
         right = answer_correctness(
             [sample["plan"]],
@@ -172,20 +176,21 @@ def training_plans(path: Path, config: Path, block: int) -> None:
             scorer=row["scorer"],
             question=[row["question"]],
         )[0]
-        by_step.setdefault(int(sample["step"]) + 1, []).append((kind, bool(right)))
+        key = (int(sample["step"]) + 1, sample["question"], sample["dom"])
+        groups.setdefault(key, []).append((kind, bool(right)))
     print(f"training plans (executed; identical plans of a group run once): {len(samples)}")
-    last = max(by_step, default=0)
+    last = max((step for step, _, _ in groups), default=0)
     for start in range(1, last + 1, block):
-        plans = [p for step in range(start, start + block) for p in by_step.get(step, [])]
+        plans = [p for (step, _, _), ps in groups.items() if start <= step < start + block for p in ps]
         kinds = Counter(kind for kind, _ in plans)
         right = Counter(kind for kind, ok in plans if ok)
         cells = ", ".join(f"{kind} {right[kind]}/{n}" for kind, n in kinds.most_common())
         print(
             f"  steps {start}-{min(start + block - 1, last)}: {len(plans)} plans; kind right/plans: {cells}"
         )
-    spread = {step: plans for step, plans in by_step.items() if len({ok for _, ok in plans}) > 1}
-    print(f"groups with a reward spread: {len(spread)} of {len(by_step)}")
-    for step, plans in sorted(spread.items()):
+    spread = {key: plans for key, plans in groups.items() if len({ok for _, ok in plans}) > 1}
+    print(f"groups with a reward spread: {len(spread)} of {len(groups)}")
+    for (step, _, _), plans in sorted(spread.items()):
         right_kinds = dict(Counter(kind for kind, ok in plans if ok))
         wrong_kinds = dict(Counter(kind for kind, ok in plans if not ok))
         print(f"  step {step}: right {right_kinds}, wrong {wrong_kinds}")

@@ -5,7 +5,10 @@ in which some plan tries another kind, so the rate at which the sampler tries ea
 what a run of a given length can learn. This samples plans as the trainer does (the config's
 prompt, its rollout grammar, the trainer's top-k/top-p/min-p cut, no cut unless set) on the
 config's *training* rows, without executing any plan, and prints the kinds chosen at each
-temperature.
+temperature. It samples through the model's own generation config, as the embedded (GGUF) models
+have it, which sets no other knob; a checkpoint whose generation config sets one (say a
+``repetition_penalty``), or a config that passes ``trl`` generation settings, samples otherwise
+in training.
 
     python bench/study/kind_rates.py --config bench/study/grpo_math_g.yaml --prompts 20 --samples 6 \
         --temperatures 1.0 1.5 2.0
@@ -24,7 +27,7 @@ from pathlib import Path
 from masorch.backends.base import GenerateConfig, Message
 from masorch.backends.hf import HFBackend
 from masorch.errors import MasorchError
-from masorch.plan.parse import parse
+from masorch.plan.parse import DialectChoice, parse
 from masorch.train.config import TrainConfig, load_config
 from masorch.train.gguf import load_policy
 from masorch.train.grpo import prompt_rows, rollout_constraint, train_agents
@@ -63,7 +66,7 @@ def _main() -> None:
             for k in range(args.samples):
                 config = _sampling(cfg, constraint, temperature, seed=cfg.seed + 1000 * i + k)
                 text = asyncio.run(backend.complete(messages, config)).text
-                kind = _kind(text)
+                kind = _kind(text, cfg.dialect)
                 kinds[kind] += 1
                 if out is not None:
                     record = {"temperature": temperature, "row": i, "sample": k, "kind": kind, "plan": text}
@@ -94,8 +97,8 @@ def _sampling(cfg: TrainConfig, constraint: GenerateConfig, temperature: float, 
     )
 
 
-def _kind(text: str) -> str:
-    plan = parse(text, "calls").plan
+def _kind(text: str, dialect: DialectChoice) -> str:
+    plan = parse(text, dialect).plan
     if plan is None:
         return "invalid"
     if not plan.agents:

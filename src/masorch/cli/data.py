@@ -19,7 +19,6 @@ CacheDir = Annotated[
     Path | None,
     typer.Option(
         "--cache-dir",
-        file_okay=False,
         help="Data cache (default: $MASORCH_CACHE/data, $XDG_CACHE_HOME/masorch/data, ~/.cache/masorch/data)",
     ),
 ]

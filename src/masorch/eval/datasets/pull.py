@@ -31,10 +31,17 @@ Progress = Callable[[str], None]
 
 
 def cache_root(cache_dir: str | Path | None = None) -> Path:
-    """The data cache: ``cache_dir``, else ``$MASORCH_CACHE/data``, else ``~/.cache/masorch/data``."""
-    if cache_dir is not None:
-        return Path(cache_dir).expanduser()
-    return masorch_cache_dir("data")
+    """The data cache: ``cache_dir``, else ``$MASORCH_CACHE/data``, else ``~/.cache/masorch/data``.
+
+    A path that exists and is not a directory is a usage error (every dataset would read as not
+    pulled, and a pull would fail on it)."""
+    root = Path(cache_dir).expanduser() if cache_dir is not None else masorch_cache_dir("data")
+    if root.exists() and not root.is_dir():
+        raise UsageError(
+            f"the data cache {root} is a file, not a directory",
+            hint="give a directory, or leave the option out for the default cache",
+        )
+    return root
 
 
 @dataclass(frozen=True)
