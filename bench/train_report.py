@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from collections import Counter
 from pathlib import Path
 
@@ -156,6 +157,8 @@ def training_plans(path: Path, config: Path, block: int) -> None:
 
     if not path.is_file():
         return
+    # math-verify warns once that its own timeout is off: the scorer bounds its time itself.
+    logging.getLogger("math_verify").setLevel(logging.ERROR)
     cfg = load_config(config)
     train, held = prompt_rows(cfg, train_agents(cfg))
     gold = {(row["question"], row["dom"]): row for row in [*held, *train]}
