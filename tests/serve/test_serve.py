@@ -445,3 +445,58 @@ def test_a_client_that_hangs_up_on_a_plain_request_cancels_its_run() -> None:
 
     asyncio.run(go())
     assert watched.cancelled.is_set(), "the run's call must be cancelled when its client hangs up"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_model_that_cannot_be_built_is_a_usage_error_before_the_serving_line(capsys, monkeypatch) -> None:
+    # A free port: before the check, the server started here and answered every request with a 502.
+    for name in ("OPENAI_API_KEY", "MASORCH_OPENAI_API_KEY", "OPENAI_BASE_URL", "MASORCH_OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    argv = ["serve", "--systems", "sas:cot", "--model", "openai:m", "--port", str(_free_port())]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "error: no API key for openai:m" in err and "masorch serve:" not in err
+
+
+def test_served_calls_are_priced_by_the_price_flags(tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from masorch.backends.loopback import LoopbackServer
+
+    port = _free_port()
+    root = Path(__file__).parents[2]
+    with LoopbackServer() as upstream:
+        env = {"PYTHONPATH": str(root / "src"), "HOME": str(tmp_path)}
+        env |= {"MASORCH_OPENAI_BASE_URL": upstream.base_url, "OPENAI_API_KEY": "k"}
+        # $1 per input token, $2 per output token: the cost is the tokens the run reports.
+        cmd = [sys.executable, "-m", "masorch", "serve", "--systems", "sas:cot", "--model", "openai:e"]
+        cmd += ["--port", str(port), "--price", "openai:e=1000000,2000000"]
+        proc = subprocess.Popen(cmd, env=env, cwd=root, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stderr is not None
+            line = proc.stderr.readline()
+            assert "masorch serve: sas:cot" in line, line
+            client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
+            try:
+                reply = client.chat.completions.create(
+                    model="sas:cot", messages=[{"role": "user", "content": QUESTION}]
+                )
+                usage, run = reply.usage, reply.model_extra["masorch"]  # type: ignore[index]
+            except openai.APIStatusError as exc:  # a run without an answer still reports its usage
+                body = exc.response.json()
+                usage, run = None, body["masorch"]
+            assert run["calls"] == 1
+            if usage is not None:
+                expected = usage.prompt_tokens + 2 * usage.completion_tokens
+                assert run["cost"] == pytest.approx(expected)
+            assert run["cost"] > 0
+        finally:
+            proc.terminate()
+            proc.wait(20)

@@ -19,7 +19,7 @@ from rich.console import Console
 
 from masorch.agents.signatures import AgentProfileName, agent_profile_name
 from masorch.backends.prices import PricedFactory, price_table
-from masorch.cli._local_options import Ctx, Slots, Threads
+from masorch.cli._options import Ctx, PriceFiles, PriceFlags, Slots, Threads
 from masorch.cli._progress import counting_progress
 from masorch.errors import UsageError
 from masorch.eval.datasets.custom import FieldMap
@@ -161,12 +161,8 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         ),
         plots: bool = typer.Option(True, "--plots/--no-plots", help="Write plots (needs matplotlib)."),
         traces: bool = typer.Option(True, "--traces/--no-traces", help="Write DIR/traces.jsonl."),
-        prices: list[Path] = typer.Option(  # noqa: B008
-            [], "--prices", help="YAML/TOML file with a prices: section ($ per 1M tokens; repeatable)."
-        ),
-        price: list[str] = typer.Option(  # noqa: B008
-            [], "--price", help="A model's price: MODEL=IN,OUT[,CACHED] ($ per 1M tokens; repeatable)."
-        ),
+        prices: PriceFiles = [],  # noqa: B006
+        price: PriceFlags = [],  # noqa: B006
     ) -> None:
         """Run every system on every sample of every dataset; write the log, then the report.\f
 

@@ -23,7 +23,7 @@ from masorch.agents.signatures import agent_profile_name
 from masorch.backends.base import Backend
 from masorch.backends.cache import CachingFactory
 from masorch.backends.prices import PricedFactory, price_table
-from masorch.cli._local_options import Ctx, Slots, Threads
+from masorch.cli._options import Ctx, PriceFiles, PriceFlags, Slots, Threads
 from masorch.cli._run_view import LiveView, show_result
 from masorch.errors import UsageError
 from masorch.files import atomic_writer, check_writable
@@ -158,12 +158,8 @@ def register(
             help="Leave out agents whose output never reaches the final agent (default) instead of "
             "rejecting the plan (plan mode).",
         ),
-        prices: list[Path] = typer.Option(  # noqa: B008
-            [], "--prices", help="YAML/TOML file with a prices: section ($ per 1M tokens; repeatable)."
-        ),
-        price: list[str] = typer.Option(  # noqa: B008
-            [], "--price", help="A model's price: MODEL=IN,OUT[,CACHED] ($ per 1M tokens; repeatable)."
-        ),
+        prices: PriceFiles = [],  # noqa: B006
+        price: PriceFlags = [],  # noqa: B006
         cache: Path | None = typer.Option(  # noqa: B008
             None, "--cache", help="Record/replay cache (SQLite): a repeated call is answered from it."
         ),

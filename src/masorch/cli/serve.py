@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from pathlib import Path
@@ -9,12 +10,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from masorch.cli._local_options import Ctx, Slots, Threads
+from masorch.cli._options import Ctx, PriceFiles, PriceFlags, Slots, Threads
 from masorch.errors import UsageError, require_extra
 from masorch.listen import LOOPBACK_HOSTS, bind_sockets, check_host, is_loopback
 from masorch.run.system import System
 
 if TYPE_CHECKING:
+    from masorch.run import EnvSpec
     from masorch.serve.app import ServeOptions
 
 #: The environment variable a bearer token may come from (so it stays out of shell history).
@@ -60,6 +62,8 @@ def register(app: typer.Typer) -> None:
         threads: Threads = None,
         slots: Slots = None,
         ctx: Ctx = None,
+        prices: PriceFiles = [],  # noqa: B006
+        price: PriceFlags = [],  # noqa: B006
     ) -> None:
         """Serve systems as models: POST /v1/chat/completions with model=SYSTEM, GET /v1/models."""
         require_extra("starlette", "serve")
@@ -76,7 +80,15 @@ def register(app: typer.Typer) -> None:
         defaults = {"model": model, "orchestrator": orchestrator}
         specs = systems_from_flags(systems, config, {k: v for k, v in defaults.items() if v is not None})
         check_systems(specs)  # a bad model string would fail every request, one 502 after another
+        from masorch.backends.prices import PricedFactory, price_table
+        from masorch.run import EnvSpec
         from masorch.serve.app import ServeOptions
+
+        env = EnvSpec.default(
+            cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots, n_ctx=ctx
+        )
+        table = price_table(files=prices, flags=price, config=config)
+        env = dataclasses.replace(env, backend_factory=PricedFactory(env.backend_factory, table))
 
         options = ServeOptions(
             token=token,
@@ -87,7 +99,7 @@ def register(app: typer.Typer) -> None:
             # on loopback: no DNS-rebinding page gets in
             hosts=(*LOOPBACK_HOSTS, host.strip("[]")) if is_loopback(host) else None,
         )
-        _serve(specs, host, port, options, cache, max_tokens, threads, slots, ctx)
+        _serve(specs, host, port, options, env)
 
 
 class _Terminated(SystemExit):
@@ -98,34 +110,25 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated(128 + signum)
 
 
-def _serve(
-    specs: list[System],
-    host: str,
-    port: int,
-    options: ServeOptions,
-    cache: Path | None,
-    max_tokens: int | None,
-    threads: int | None,
-    slots: int | None,
-    ctx: int | None = None,
-) -> None:
+def _serve(specs: list[System], host: str, port: int, options: ServeOptions, spec: EnvSpec) -> None:
     import asyncio
 
     import uvicorn
 
-    from masorch.run import Environment, EnvSpec
+    from masorch.run import Environment
     from masorch.serve.app import make_app
     from masorch.serve.http import uvicorn_config
 
     # Bound here, before the "serving" line: a busy port or a host that is not this machine's is a
     # usage error naming the flag, not uvicorn's bare "[Errno 98]" after it.
     sockets = bind_sockets(host, port)
+    env = Environment(spec)
     try:
-        env = Environment(
-            EnvSpec.default(
-                cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots, n_ctx=ctx
-            )
-        )
+        try:  # every model now: a missing API key is a usage error here, not a 502 on each request
+            env.build_backends(m for s in specs for m in s.model_strings())
+        except BaseException:
+            asyncio.run(env.aclose())
+            raise
         app = make_app(specs, env, options)
         server = uvicorn.Server(uvicorn_config(app, host, port, options))
         typer.echo(f"masorch serve: {', '.join(s.name for s in specs)} on http://{host}:{port}/v1", err=True)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from masorch.errors import MasorchError
 from masorch.eval.datasets import Sample
 from masorch.eval.item import Recorder, WorkItem, failed_record, regrade_all, run_item, work_items
 from masorch.eval.log import HARNESS_FAILED, LOG_FILE, RunLog
@@ -242,15 +241,8 @@ def _check_systems(
         corpora = {item.corpus is not None for item in items if item.system.name == system.name}
         for retriever in corpora if local else {None}:
             env.sas_plan(system, retriever=retriever)
-    if not local:
-        return
-    for model in dict.fromkeys(m for s in systems for m in s.model_strings()):
-        try:
-            env.backend(model)
-        except MasorchError:
-            raise
-        except Exception as exc:  # not a usage error: each sample records it as `failed`
-            logger.warning("backend %s could not be built: %s", redact(model), redact(str(exc)))
+    if local:  # a failure that is not a usage error: each sample records it as `failed`
+        env.build_backends(m for s in systems for m in s.model_strings())
 
 
 async def _run_local_env(items: list[WorkItem], env: Environment, record: Recorder, concurrency: int) -> None:

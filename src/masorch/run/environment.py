@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,12 +20,15 @@ from typing import Any
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.agents.signatures import AgentProfileName
 from masorch.backends.base import Backend
-from masorch.errors import UsageError
+from masorch.errors import MasorchError, UsageError
 from masorch.plan import AgentSpec, DoM, Plan, ValidatedPlan, validate
+from masorch.redact import redact
 from masorch.run.executor import RoleBackends
 from masorch.run.faults import ToolFaults
 from masorch.run.system import System
 from masorch.score.registry import get_scorer
+
+logger = logging.getLogger(__name__)
 
 
 def sas_plan(system: System) -> Plan:
@@ -145,6 +149,19 @@ class Environment:
             if model not in self._backends:
                 self._backends[model] = self.spec.backend_factory(model)
             return self._backends[model]
+
+    def build_backends(self, models: Iterable[str]) -> None:
+        """Build the backend of each of ``models`` now, before any run: a model that cannot be built
+        for a reason the user can fix (a malformed string, an unknown local model, a missing API key)
+        raises its usage error here, not in every run one by one. Any other failure is logged and
+        left to the runs, each of which records it."""
+        for model in dict.fromkeys(models):
+            try:
+                self.backend(model)
+            except MasorchError:
+                raise
+            except Exception as exc:
+                logger.warning("backend %s could not be built: %s", redact(model), redact(str(exc)))
 
     def agents(self) -> AgentRegistry:
         """The sub-agent registry (built on first use)."""

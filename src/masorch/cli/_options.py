@@ -1,7 +1,8 @@
-"""The options that size an embedded (``local:``) model's server, shared by run, eval run and serve."""
+"""Options shared by run, eval run and serve: an embedded (``local:``) model's server size, and prices."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,4 +22,12 @@ Ctx = Annotated[
         min=256,
         help="Context tokens of each request to an embedded (local:) model, prompt and answer (4096).",
     ),
+]
+PriceFiles = Annotated[
+    list[Path],
+    typer.Option("--prices", help="YAML/TOML file with a prices: section ($ per 1M tokens; repeatable)."),
+]
+PriceFlags = Annotated[
+    list[str],
+    typer.Option("--price", help="A model's price: MODEL=IN,OUT[,CACHED] ($ per 1M tokens; repeatable)."),
 ]
