@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import signal
 from pathlib import Path
@@ -18,6 +19,8 @@ from masorch.run.system import System
 if TYPE_CHECKING:
     from masorch.run import EnvSpec
     from masorch.serve.app import ServeOptions
+
+logger = logging.getLogger(__name__)
 
 #: The environment variable a bearer token may come from (so it stays out of shell history).
 TOKEN_ENV = "MASORCH_SERVE_TOKEN"
@@ -123,12 +126,10 @@ def _serve(specs: list[System], host: str, port: int, options: ServeOptions, spe
     # usage error naming the flag, not uvicorn's bare "[Errno 98]" after it.
     sockets = bind_sockets(host, port)
     env = Environment(spec)
+    serving = False
     try:
-        try:  # every model now: a missing API key is a usage error here, not a 502 on each request
-            env.build_backends(m for s in specs for m in s.model_strings())
-        except BaseException:
-            asyncio.run(env.aclose())
-            raise
+        # Every model now: a missing API key is a usage error here, not a 502 on each request.
+        env.build_backends(m for s in specs for m in s.model_strings())
         app = make_app(specs, env, options)
         server = uvicorn.Server(uvicorn_config(app, host, port, options))
         typer.echo(f"masorch serve: {', '.join(s.name for s in specs)} on http://{host}:{port}/v1", err=True)
@@ -141,9 +142,15 @@ def _serve(specs: list[System], host: str, port: int, options: ServeOptions, spe
 
         previous = signal.signal(signal.SIGTERM, _on_sigterm)
         try:
+            serving = True  # from here main() closes the models
             asyncio.run(main())
         finally:
             signal.signal(signal.SIGTERM, previous)
     finally:
         for sock in sockets:
             sock.close()
+        if not serving:  # stopped before serving: close what was built, keeping the first error
+            try:
+                asyncio.run(env.aclose())
+            except Exception as exc:
+                logger.warning("closing the models failed: %s", exc)
