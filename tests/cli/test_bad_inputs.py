@@ -481,3 +481,65 @@ def test_an_eval_refused_at_its_start_draws_no_empty_bar(tmp_path: Path, monkeyp
     assert main([*args, "--data", str(data), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err  # where the bar draws
     assert "no API key" in err and "0/?" not in err
+
+
+DEAD_TEACHER = "vllm:http://127.0.0.1:9/v1#m"  # never called: each start below fails before any call
+# name -> (train command, config lines (ONE: a one-question file, OUT: the output directory), error text)
+BAD_TRAININGS: dict[str, tuple[str, str, str]] = {
+    "collect a negative sample": (
+        "collect",
+        f"teacher: {DEAD_TEACHER}\ndata: [{{spec: ONE, scorer: exact, sample: -1}}]\noutput_dir: OUT\n",
+        "config.data[0].sample must be greater than or equal to 0, got -1",
+    ),
+    "collect no questions": (
+        "collect",
+        f"teacher: {DEAD_TEACHER}\ndata: [{{spec: ONE, scorer: exact, limit: 0}}]\noutput_dir: OUT\n",
+        "the collect config's data holds no questions",
+    ),
+    "grpo a missing model directory": (
+        "grpo",
+        f"model: NOWHERE\nsubagent: {DEAD_TEACHER}\ntrain: [{{kind: dataset, name: math500-subset}}]\n"
+        "output_dir: OUT\n",
+        "no model at",
+    ),
+    "grpo an unknown dataset": (
+        "grpo",
+        f"model: org/model\nsubagent: {DEAD_TEACHER}\ntrain: [{{kind: dataset, name: nosuchdataset}}]\n"
+        "output_dir: OUT\n",
+        "unknown dataset 'nosuchdataset'",
+    ),
+    "sft a missing model directory": ("sft", "model: NOWHERE\ndata: ONE\noutput_dir: OUT\n", "no model at"),
+    "sft missing data": ("sft", "model: org/model\ndata: NOWHERE.jsonl\noutput_dir: OUT\n", "no SFT data"),
+    "rounds a missing model directory": (
+        "rounds",
+        f"model: NOWHERE\nsubagent: {DEAD_TEACHER}\ntrain: [{{kind: dataset, name: math500-subset}}]\n"
+        "output_dir: OUT\n",
+        "no model at",
+    ),
+}
+
+
+@pytest.mark.parametrize(("command", "config", "text"), BAD_TRAININGS.values(), ids=list(BAD_TRAININGS))
+def test_a_training_refused_at_its_start_writes_nothing(command, config, text, files, tmp_path, capsys):
+    if command != "collect":
+        pytest.importorskip("trl")
+    out = tmp_path / "out"
+    path = tmp_path / "train.yaml"
+    config = config.replace("NOWHERE", str(tmp_path / "nowhere")).replace("ONE", str(files["one"]))
+    path.write_text(config.replace("OUT", str(out)))
+    assert main(["train", command, "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "\nerror: " in f"\n{err}" and "\nhint: " in err and "Traceback" not in err, err
+    assert text in " ".join(err.split()), err
+    assert not out.exists(), sorted(p.name for p in out.iterdir())
+
+
+def test_bench_make_refuses_a_file_too_large_to_list_and_a_paper_suite_into_a_file(files, tmp_path, capsys):
+    huge = ["bench", "make", "-o", str(tmp_path / "x.jsonl"), "--values", "2-3", "--n", "2000000000", "-q"]
+    assert main(huge) == 2
+    err = capsys.readouterr().err
+    assert "error: 4,000,000,000 instances in one file is over the limit of 1,000,000" in err
+    assert not (tmp_path / "x.jsonl").exists()
+    assert main(["bench", "make", "--paper", "-o", str(files["a_file"]), "-q"]) == 2
+    assert f"error: --paper writes a directory, not the file {files['a_file']}" in capsys.readouterr().err
+    assert files["a_file"].read_text() == "I am a file"

@@ -61,6 +61,34 @@ def resolve_model(spec: str, models_dir: Path | None = None) -> ModelSource:
     return ModelSource(spec)
 
 
+def check_model_source(spec: str, models_dir: Path | None = None) -> None:
+    """A UsageError where ``spec`` names weights this machine lacks: an embedded model not pulled, or
+    a ``.gguf`` file or model directory that does not exist. Training checks this before it builds
+    or writes anything; a Hugging Face hub id (``org/name``) is left to the load, which may fetch it.
+
+    >>> check_model_source("/nowhere/model")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    masorch.errors.UsageError: no model at '/nowhere/model': no such directory (hint: ...)
+    """
+    src = resolve_model(spec, models_dir)  # an embedded name not pulled: its own UsageError
+    where = Path(src.location).expanduser()
+    if src.is_gguf:
+        problem = None if (where / str(src.gguf_file)).is_file() else "no such file"
+    elif where.is_dir():
+        problem = None
+    elif where.exists():
+        problem = "a file, not a model directory"
+    else:  # a hub id has no leading /, . or ~ and one slash at most
+        hub_id = not spec.startswith(("/", ".", "~")) and spec.count("/") <= 1
+        problem = None if hub_id else "no such directory"
+    if problem is not None:
+        raise UsageError(
+            f"no model at {spec!r}: {problem}",
+            hint="give local:<embedded name> (masorch models list), a .gguf file, a Hugging Face model "
+            "directory or a hub id",
+        )
+
+
 def clear_quantizer_marker(model: Any) -> None:
     """Mark a GGUF-loaded (already dequantised) model as plain float weights, so it can be trained."""
     model.hf_quantizer = None

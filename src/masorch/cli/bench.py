@@ -105,8 +105,10 @@ def _paper_parts(output: Path, fmt: str, seed: int) -> list[tuple[Path, list[Any
 
     if fmt not in ("parquet", "jsonl"):
         raise UsageError(f"unknown format {fmt!r}", hint="use --format parquet or --format jsonl")
-    if output.suffix in (".jsonl", ".parquet"):
-        raise UsageError("--paper writes a directory", hint="give -o DIR, e.g. -o data/masbench")
+    if output.suffix in (".jsonl", ".parquet") or (output.exists() and not output.is_dir()):
+        raise UsageError(
+            f"--paper writes a directory, not the file {output}", hint="give -o DIR, e.g. -o data/masbench"
+        )
     return [
         (output / f"{p.filename}.{fmt}", jobs_for(p.axis, p.counts(), p.split, seed)) for p in PAPER_SUITE
     ]

@@ -112,14 +112,15 @@ def resolve(
     Plain rows have no scorer of their own: they need ``scorer`` (``em``/``judge`` name
     ``exact``/``llm_judge``). ``fields`` names their question, answer and id columns.
     """
+    for name, value in (("skip", skip), ("limit", limit), ("sample", sample)):
+        if value is not None and value < 0:
+            raise UsageError(f"{name} must be >= 0, got {value}", code="bad_argument")
     chosen = canonical_scorer(scorer) if scorer is not None else None
     if spec in DATASETS:
         ds = get_spec(spec)
         samples = load(spec, limit=limit, sample=sample, seed=seed, skip=skip, cache_dir=cache_dir)
         corpus = corpus_path(cache_dir) if spec == "hotpotqa" else None
         return DataSource(spec, tuple(samples), chosen or ds.scorer, corpus, origin=f"dataset:{spec}")
-    if skip < 0:
-        raise UsageError(f"skip must be >= 0, got {skip}", code="bad_argument")
     rows_of = _Rows(limit, sample, seed, fields or FieldMap(), chosen, skip)
     if spec.startswith(PREFIX):
         rows = load_hub_rows(parse_hf_spec(spec), spec, cache_root(cache_dir) / HUB_CACHE)

@@ -71,6 +71,9 @@ def parse_values(text: str) -> tuple[int, ...]:
 
 Job = tuple[str, int, str, int, int]
 
+#: Most instances of one file: its jobs are listed up front (the paper suite's largest file: 3,993).
+MAX_FILE_INSTANCES = 1_000_000
+
 
 def _one(job: Job) -> dict[str, Any]:
     axis, value, split, seed, index = job
@@ -82,6 +85,12 @@ def jobs_for(axis: str, counts: Sequence[tuple[int, int]], split: str, seed: int
     check_split(split)
     for value, _ in counts:
         check_axis_value(axis, value)
+    total = sum(n for _, n in counts)
+    if total > MAX_FILE_INSTANCES:
+        raise UsageError(
+            f"{total:,} instances in one file is over the limit of {MAX_FILE_INSTANCES:,}",
+            hint="lower --n or give fewer --values; make several files for more",
+        )
     return [(axis, value, split, seed, i) for value, n in counts for i in range(n)]
 
 

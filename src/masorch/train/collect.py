@@ -258,6 +258,11 @@ def collect(
     for model in cfg.system_for(0).model_strings():
         check_model_string(model)
     items = questions(cfg)
+    if not items:
+        raise UsageError(
+            "the collect config's data holds no questions",
+            hint="check its data entries' files, and that limit/sample are not 0",
+        )
     out.mkdir(parents=True, exist_ok=True)
     log = AttemptLog(out / ATTEMPTS_FILE)
     _repair_tail(log.path)

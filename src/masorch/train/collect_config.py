@@ -32,9 +32,9 @@ class DataConfig(ConfigModel):
         default=0, ge=0, description="leave out the first N questions (MASBench: records), before the rest"
     )
     limit: int | None = Field(
-        default=None, description="keep the first N questions (per axis value for MASBench)"
+        default=None, ge=0, description="keep the first N questions (per axis value for MASBench)"
     )
-    sample: int | None = Field(default=None, description="keep a seeded random N questions")
+    sample: int | None = Field(default=None, ge=0, description="keep a seeded random N questions")
     seed: int = Field(default=0, description="seed of `sample`")
     scorer: str | None = Field(
         default=None,
@@ -90,7 +90,9 @@ class CollectConfig(ConfigModel):
         default=False,
         description="on a rerun, sample again the attempts that ended with status error (an outage)",
     )
-    subagent_max_tokens: int | None = Field(default=None, description="completion cap of each sub-agent call")
+    subagent_max_tokens: int | None = Field(
+        default=None, ge=1, description="completion cap of each sub-agent call"
+    )
     cache_path: str | None = Field(
         default=None,
         description="record/replay SQLite cache of every call (default: <output_dir>/calls.sqlite)",

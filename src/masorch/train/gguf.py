@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import logging
 
-from masorch.backends.hf import ModelSource, clear_quantizer_marker, load_policy, resolve_model
+from masorch.backends.hf import (
+    ModelSource,
+    check_model_source,
+    clear_quantizer_marker,
+    load_policy,
+    resolve_model,
+)
 from masorch.errors import UsageError
 
 logger = logging.getLogger(__name__)
@@ -42,6 +48,7 @@ def resolve_precision(precision: str) -> str:
 
 __all__ = [
     "ModelSource",
+    "check_model_source",
     "clear_quantizer_marker",
     "fast_bf16",
     "load_policy",

@@ -308,13 +308,14 @@ def train_grpo(
     """Run GRPO as ``cfg`` says; ``backends`` (sub-agent backends by model string) and ``agents``
     replace the configured ones (tests)."""
     require_train_stack()
-    from masorch.train.gguf import load_policy
+    from masorch.train.gguf import check_model_source, load_policy
 
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
+    check_model_source(cfg.model)
     agents = train_agents(cfg, agents)
     train_rows, held_rows = prompt_rows(cfg, agents)
+    out.mkdir(parents=True, exist_ok=True)  # a bad model or data source leaves nothing behind
     corpus = search_corpus([*cfg.train, *cfg.eval])
     retriever = search_retriever(corpus)  # before any backend exists: a missing corpus leaks nothing
     rewards = plan_rewards(cfg, agents, retriever, backends=backends, on_batch=SampleLog(out / SAMPLES_FILE))

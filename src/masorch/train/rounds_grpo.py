@@ -345,11 +345,13 @@ def train_rounds(
     from datasets import Dataset
 
     from masorch.train.constrained import grpo_trainer
-    from masorch.train.gguf import load_policy
+    from masorch.train.gguf import check_model_source, load_policy
 
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
+    if policy is None:
+        check_model_source(cfg.model)
+    out.mkdir(parents=True, exist_ok=True)
     setting = rounds_setting(cfg, subagent=subagent, agents=agents)
     rows = rounds_rows(cfg, setting)
     logger.info("%d training prompts; tools: %s", len(rows), ", ".join(setting.agents.catalogue()))

@@ -87,11 +87,12 @@ def train_sft(
     from datasets import Dataset
     from trl import SFTTrainer
 
-    from masorch.train.gguf import load_policy
+    from masorch.train.gguf import check_model_source, load_policy
 
     out = Path(cfg.output_dir)
-    out.mkdir(parents=True, exist_ok=True)
     t_start = time.monotonic()
+    if policy is None:
+        check_model_source(cfg.model)
     records = list(read_records(cfg.data_path))
     precision, weights_dtype = precisions(cfg.precision, cfg.lora)
     args = _sft_args(cfg, precision)  # TRL's checks of the config, before a model loads
@@ -112,6 +113,7 @@ def train_sft(
         loss_tokens,
     )
     # the run's log changes only now, with the config, the data and the policy known good
+    out.mkdir(parents=True, exist_ok=True)
     sitting = begin_sitting(out, {LOG_FILE: 1}, resume=cfg.resume)
     callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
     trainer = SFTTrainer(
