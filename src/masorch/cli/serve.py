@@ -14,6 +14,7 @@ import typer
 from masorch.cli._options import Ctx, PriceFiles, PriceFlags, Slots, Threads
 from masorch.errors import UsageError, require_extra
 from masorch.listen import LOOPBACK_HOSTS, bind_sockets, check_host, is_loopback
+from masorch.redact import redact
 from masorch.run.system import System
 
 if TYPE_CHECKING:
@@ -153,4 +154,4 @@ def _serve(specs: list[System], host: str, port: int, options: ServeOptions, spe
             try:
                 asyncio.run(env.aclose())
             except Exception as exc:
-                logger.warning("closing the models failed: %s", exc)
+                logger.warning("closing the models failed: %s", redact(str(exc)))
