@@ -88,11 +88,13 @@ def register(app: typer.Typer) -> None:
         from masorch.run import EnvSpec
         from masorch.serve.app import ServeOptions
 
-        env = EnvSpec.default(
+        env_spec = EnvSpec.default(
             cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots, n_ctx=ctx
         )
         table = price_table(files=prices, flags=price, config=config)
-        env = dataclasses.replace(env, backend_factory=PricedFactory(env.backend_factory, table))
+        env_spec = dataclasses.replace(
+            env_spec, backend_factory=PricedFactory(env_spec.backend_factory, table)
+        )
 
         options = ServeOptions(
             token=token,
@@ -103,7 +105,7 @@ def register(app: typer.Typer) -> None:
             # on loopback: no DNS-rebinding page gets in
             hosts=(*LOOPBACK_HOSTS, host.strip("[]")) if is_loopback(host) else None,
         )
-        _serve(specs, host, port, options, env)
+        _serve(specs, host, port, options, env_spec)
 
 
 class _Terminated(SystemExit):
@@ -114,7 +116,7 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated(128 + signum)
 
 
-def _serve(specs: list[System], host: str, port: int, options: ServeOptions, spec: EnvSpec) -> None:
+def _serve(specs: list[System], host: str, port: int, options: ServeOptions, env_spec: EnvSpec) -> None:
     import asyncio
 
     import uvicorn
@@ -126,7 +128,7 @@ def _serve(specs: list[System], host: str, port: int, options: ServeOptions, spe
     # Bound here, before the "serving" line: a busy port or a host that is not this machine's is a
     # usage error naming the flag, not uvicorn's bare "[Errno 98]" after it.
     sockets = bind_sockets(host, port)
-    env = Environment(spec)
+    env = Environment(env_spec)
     serving = False
     try:
         # Every model now: a missing API key is a usage error here, not a 502 on each request.
