@@ -437,6 +437,25 @@ def test_a_failed_start_leaves_the_run_directory_for_the_corrected_rerun(
     assert "1/1 samples, accuracy 100.0%" in capsys.readouterr().err
 
 
+def test_a_model_a_ray_worker_cannot_build_stops_the_run_before_its_log(files, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("ray")
+    from masorch.eval import ray_runner
+
+    # The workers of a local Ray import masorch from this checkout.
+    src = str(Path(__file__).resolve().parents[2] / "src")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "o"
+    argv = ["eval", "run", "--data", str(files["one"]), "--out", str(out), "--no-plots", "--ray", "local"]
+    try:
+        assert main([*argv, "--systems", "sas:cot", "--model", "local:nonexistent"]) == 2
+    finally:
+        ray_runner.shutdown()
+    err = " ".join(capsys.readouterr().err.split())
+    assert "error: a Ray worker on " in err and "unknown local model" in err and "hint: " in err, err
+    assert "Traceback" not in err
+    assert not (out / "log.jsonl").exists()
+
+
 def test_an_interrupted_bench_make_keeps_the_file_that_was_there(tmp_path, monkeypatch):
     from masorch.masbench import export
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from masorch.eval.datasets import Sample
 from masorch.eval.item import Recorder, WorkItem, failed_record, regrade_all, run_item, work_items
@@ -26,6 +26,9 @@ from masorch.redact import redact
 from masorch.run.environment import Environment, EnvSpec
 from masorch.run.system import System
 from masorch.trace.events import Event
+
+if TYPE_CHECKING:
+    from masorch.eval.ray_runner import RayPool
 
 logger = logging.getLogger(__name__)
 
@@ -160,27 +163,36 @@ def evaluate(
     }
     every = work_items(systems, sources, opts.first)  # a bad --first fails before the log is touched
     env = Environment(spec)
+    pool: RayPool | None = None
 
-    def check() -> None:
-        _check_systems(env, systems, every, local=not opts.use_ray)
+    def check(to_run: Sequence[WorkItem]) -> None:
+        nonlocal pool
+        _check_systems(env, systems, to_run, local=not opts.use_ray)
         if opts.use_ray:
-            from masorch.eval.ray_runner import connect
+            from masorch.eval.ray_runner import RayPool
 
-            connect(opts.ray_address)
+            models = [m for s in systems for m in s.model_strings()]
+            pool = RayPool.start(
+                spec,
+                concurrency=opts.concurrency,
+                n_items=len(to_run),
+                models=models,
+                address=opts.ray_address,
+            )
 
     started = (out / LOG_FILE).is_file()
     try:
         if not started:
             # A new run checks what it was given before its log exists: a failed start must not leave
             # a header that turns the corrected rerun into "already holds a run".
-            check()
+            check(every)
         with RunLog.create(out, header, resume=opts.resume) as log:
             if log.records:
                 asyncio.run(_regrade(log, every, spec))
             done = log.done_keys(retry_failed=opts.retry_failed)
             items = [i for i in every if i.key not in done]
             if started and items:  # a resumed run checks only when it has samples left to run
-                check()
+                check(items)
             tally = Tally(total=len(items) + len(done))
             for rec in log.records:
                 if rec["key"] in done:
@@ -199,15 +211,15 @@ def evaluate(
                     on_record(rec, tally)
 
             try:
-                if opts.use_ray:
-                    from masorch.eval.ray_runner import run_ray
-
-                    run_ray(items, spec, record, concurrency=opts.concurrency, address=opts.ray_address)
-                else:
+                if pool is not None:
+                    pool.run(items, record)
+                elif not opts.use_ray:
                     asyncio.run(_run_local_env(items, env, record, opts.concurrency))
             finally:
                 traces.close()
     finally:
+        if pool is not None:
+            pool.close()
         asyncio.run(env.aclose())  # nothing left to close after a local run, which closed it on its loop
     return tally
 

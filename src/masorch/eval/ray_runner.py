@@ -7,16 +7,20 @@ back to the driver, which writes them to the same log and trace file as a local 
 they finish, so the log and the report do not depend on where samples ran.
 
 Items go to a pool of async actors; at most ``concurrency`` items are in flight across the pool.
+The pool starts before the run's log is written: each actor builds the run's models first, so a
+model that some worker's host cannot build (an unknown local model, a missing API key there) stops
+the run with its usage error, naming the host, instead of failing every sample.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from masorch.errors import UsageError, require_extra
+from masorch.errors import MasorchError, UsageError, require_extra
 from masorch.eval.item import Recorder, WorkItem, failed_record, run_item
 from masorch.redact import redact
 from masorch.run.environment import Environment, EnvSpec
@@ -29,6 +33,14 @@ class _Worker:
 
     def __init__(self, spec: EnvSpec) -> None:
         self._env = Environment(spec)
+
+    def ready(self, models: list[str]) -> tuple[str, str, str] | None:
+        """Build ``models`` now; None, or (this host, the usage error's message, its hint)."""
+        try:
+            self._env.build_backends(models)
+        except MasorchError as exc:
+            return socket.gethostname(), exc.message, exc.hint
+        return None
 
     async def run(self, item: WorkItem) -> tuple[dict[str, Any], list[Any]]:
         """Run one item; the record and its trace events."""
@@ -86,35 +98,62 @@ def connect(address: str | None) -> Any:
     return ray
 
 
-def run_ray(
-    items: Sequence[WorkItem],
-    spec: EnvSpec,
-    record: Recorder,
-    *,
-    concurrency: int,
-    address: str | None = None,
-    actors: int | None = None,
-) -> None:
-    """Run ``items`` on Ray with at most ``concurrency`` in flight; ``record`` each result as it lands.
+class RayPool:
+    """Async Ray actors, each with its own environment, that run work items.
 
-    ``actors`` defaults to the cluster's CPU count (at least 1, at most ``concurrency``).
+    :meth:`start` makes the pool and builds the run's models in every actor; :meth:`run` runs items
+    with at most ``concurrency`` in flight; :meth:`close` closes every actor's backends.
     """
-    if not items:
-        return
-    ray = connect(address)
-    cpus = int(ray.cluster_resources().get("CPU", 1))
-    n_actors = max(1, min(actors or cpus, concurrency, len(items)))
-    per_actor = max(1, -(-concurrency // n_actors))
-    worker_cls = ray.remote(num_cpus=0)(_Worker).options(max_concurrency=per_actor)
-    pool = [worker_cls.remote(spec) for _ in range(n_actors)]
-    pending: dict[Any, WorkItem] = {}
-    queue = list(items)
-    next_actor = 0
-    try:
+
+    def __init__(self, ray: Any, actors: list[Any], concurrency: int) -> None:
+        self._ray = ray
+        self._actors = actors
+        self._concurrency = concurrency
+
+    @classmethod
+    def start(
+        cls,
+        spec: EnvSpec,
+        *,
+        concurrency: int,
+        n_items: int,
+        models: Iterable[str] = (),
+        address: str | None = None,
+        actors: int | None = None,
+    ) -> RayPool:
+        """A pool of actors, connected to ``address`` (None: a local Ray), each with ``models`` built.
+
+        ``actors`` defaults to the cluster's CPU count (at least 1, at most ``concurrency`` and
+        ``n_items``). A model an actor cannot build is a UsageError naming its host; the pool is
+        then closed.
+        """
+        ray = connect(address)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        n_actors = max(1, min(actors or cpus, concurrency, n_items))
+        per_actor = max(1, -(-concurrency // n_actors))
+        worker_cls = ray.remote(num_cpus=0)(_Worker).options(max_concurrency=per_actor)
+        pool = cls(ray, [worker_cls.remote(spec) for _ in range(n_actors)], concurrency)
+        wanted = list(dict.fromkeys(models))
+        try:
+            for failure in ray.get([actor.ready.remote(wanted) for actor in pool._actors]):
+                if failure is not None:
+                    host, message, hint = failure
+                    raise UsageError(f"a Ray worker on {host}: {message}", hint=hint)
+        except BaseException:
+            pool.close()
+            raise
+        return pool
+
+    def run(self, items: Sequence[WorkItem], record: Recorder) -> None:
+        """Run ``items``; ``record`` each result as it lands (a lost worker fails its sample)."""
+        ray, pool = self._ray, self._actors
+        pending: dict[Any, WorkItem] = {}
+        queue = list(items)
+        next_actor = 0
         while queue or pending:
-            while queue and len(pending) < concurrency:
+            while queue and len(pending) < self._concurrency:
                 item = queue.pop(0)
-                pending[pool[next_actor % n_actors].run.remote(item)] = item
+                pending[pool[next_actor % len(pool)].run.remote(item)] = item
                 next_actor += 1
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
@@ -128,13 +167,16 @@ def run_ray(
                         [],
                     )
                 record(rec, events)
-    finally:
-        for actor in pool:
+
+    def close(self) -> None:
+        """Close every actor's backends and stop the actors (best effort: results are recorded)."""
+        for actor in self._actors:
             try:
-                ray.get(actor.close.remote(), timeout=30)
-            except Exception as exc:  # closing is best effort; the results are already recorded
+                self._ray.get(actor.close.remote(), timeout=30)
+            except Exception as exc:
                 logger.warning("a Ray eval worker did not close cleanly: %s", exc)
-            ray.kill(actor)
+            self._ray.kill(actor)
+        self._actors = []
 
 
 def shutdown() -> None:
