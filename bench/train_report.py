@@ -150,6 +150,7 @@ def training_plans(path: Path, config: Path, block: int) -> None:
     ``masbench`` row is graded on the logged answer (the trainer grades the sink's whole reply,
     which ``samples.jsonl`` does not keep), so its figures can differ from the reward."""
     from masorch.files import iter_jsonl
+    from masorch.plan.model import kinds_label
     from masorch.plan.parse import parse
     from masorch.train.config import load_config
     from masorch.train.grpo import prompt_rows, train_agents
@@ -170,7 +171,7 @@ def training_plans(path: Path, config: Path, block: int) -> None:
         if row is None:
             raise SystemExit(f"{path}: a question the config's rows do not hold: {sample['question']!r}")
         plan = parse(sample["plan"], cfg.dialect).plan if sample["valid"] else None
-        kind = "invalid" if plan is None else "+".join(sorted({a.kind for a in plan.agents})) or "direct"
+        kind = "invalid" if plan is None else kinds_label(a.kind for a in plan.agents)
         right = answer_correctness(
             [sample["plan"]],
             status=[sample["status"]],
@@ -204,6 +205,7 @@ def before_after(run_dir: Path, suffix: str) -> None:
     difference over the prompts both evaluations answered (``suffix``: greedy "" or "_sampled")."""
     from masorch.eval.log import RunLog
     from masorch.eval.metrics import bootstrap_mean, paired_difference
+    from masorch.plan.model import kinds_label
 
     runs = {tag: run_dir / f"eval_{tag}{suffix}" for tag in ("before", "after")}
     runs = {
@@ -219,7 +221,7 @@ def before_after(run_dir: Path, suffix: str) -> None:
         print(f"held-out accuracy {mode} {tag}: {accuracy} (n={len(by_id)})")
         valid = [r for r in records[tag] if r.get("status") != "invalid_plan"]
         right = sum(bool(r.get("correct")) for r in valid)
-        plans = Counter("+".join(r.get("plan_kinds") or []) or "direct answer" for r in valid)
+        plans = Counter(kinds_label(r.get("plan_kinds") or []) for r in valid)
         print(
             f"  valid plans {len(valid)}/{len(records[tag])}, right among them {right}; kinds: {dict(plans)}"
         )

@@ -27,6 +27,7 @@ from pathlib import Path
 from masorch.backends.base import GenerateConfig, Message
 from masorch.backends.hf import HFBackend
 from masorch.errors import MasorchError
+from masorch.plan.model import kinds_label
 from masorch.plan.parse import DialectChoice, parse
 from masorch.train.config import TrainConfig, load_config
 from masorch.train.gguf import load_policy
@@ -99,11 +100,7 @@ def _sampling(cfg: TrainConfig, constraint: GenerateConfig, temperature: float, 
 
 def _kind(text: str, dialect: DialectChoice) -> str:
     plan = parse(text, dialect).plan
-    if plan is None:
-        return "invalid"
-    if not plan.agents:
-        return "direct"
-    return "+".join(sorted({agent.kind for agent in plan.agents}))
+    return "invalid" if plan is None else kinds_label(agent.kind for agent in plan.agents)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from masorch.plan.catalogue import Catalogue, KindSignature, ParamSpec
 from masorch.plan.diagnostics import CODES, Diagnostic, Severity, code_counts, compliance
-from masorch.plan.model import AgentSpec, DoM, Flow, Plan, ValidatedPlan
+from masorch.plan.model import AgentSpec, DoM, Flow, Plan, ValidatedPlan, kinds_label
 from masorch.plan.parse import Dialect, ParseResult, detect_dialect, parse
 from masorch.plan.refs import Ref, find_refs, substitute
 from masorch.plan.render import render, to_mermaid, tool_calls
@@ -32,6 +32,7 @@ __all__ = [
     "compliance",
     "detect_dialect",
     "find_refs",
+    "kinds_label",
     "parse",
     "render",
     "repair_message",

@@ -7,7 +7,7 @@ executor runs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -61,6 +61,16 @@ class Plan(BaseModel):
     def agent(self, agent_id: str) -> AgentSpec | None:
         """The agent with this id, or None."""
         return next((a for a in self.agents if a.id == agent_id), None)
+
+
+def kinds_label(kinds: Iterable[str]) -> str:
+    """The kinds a plan uses, as one label for counting plan shapes: its distinct kinds, sorted and
+    joined by ``+``; ``direct`` for a plan with no agent (a direct answer).
+
+    >>> kinds_label(["sc", "cot", "sc"]), kinds_label([])
+    ('cot+sc', 'direct')
+    """
+    return "+".join(sorted(set(kinds))) or "direct"
 
 
 @dataclass(frozen=True)
