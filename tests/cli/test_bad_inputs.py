@@ -535,6 +535,12 @@ BAD_TRAININGS: dict[str, tuple[str, str, str]] = {
         "output_dir: OUT\n",
         "no model at",
     ),
+    "rounds an unknown dataset": (
+        "rounds",
+        f"model: org/model\nsubagent: {DEAD_TEACHER}\ntrain: [{{kind: dataset, name: nosuchdataset}}]\n"
+        "output_dir: OUT\n",
+        "unknown dataset 'nosuchdataset'",
+    ),
 }
 
 

@@ -215,12 +215,21 @@ class RoundsReport:
         return dict(self.__dict__)
 
 
-def rounds_rows(cfg: RoundsTrainConfig, setting: RoundsSetting) -> list[dict[str, Any]]:
-    """The training rows: each source's questions with the rounds prompt, gold answer and scorer."""
+def rounds_questions(cfg: RoundsTrainConfig, agents: AgentRegistry) -> list[dict[str, Any]]:
+    """Each train source's questions with their gold answer and scorer (read before any backend is
+    built, so a bad source leaves nothing behind)."""
     from masorch.plan import DoM
     from masorch.train.data import build_rows
 
-    rows = build_rows(cfg.train, dom=DoM.LOW, dialect="calls", catalogue=setting.agents.catalogue())
+    return build_rows(cfg.train, dom=DoM.LOW, dialect="calls", catalogue=agents.catalogue())
+
+
+def rounds_rows(
+    cfg: RoundsTrainConfig, setting: RoundsSetting, questions: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
+    """The training rows: each question (``questions``, else :func:`rounds_questions`) with the
+    rounds prompt, gold answer and scorer."""
+    rows = rounds_questions(cfg, setting.agents) if questions is None else questions
     return [
         {
             **{k: v for k, v in row.items() if k not in ("prompt", "dom")},
@@ -243,22 +252,29 @@ def rounds_setting(
 
     ``search`` is offered, over the HotpotQA BM25 corpus, exactly when a train source is HotpotQA
     (:func:`masorch.train.grpo.search_corpus`, the choice of ``train grpo``)."""
-    from masorch.agents.registry import default_registry, offered_registry
-
     corpus = search_corpus(cfg.train)
     retriever = search_retriever(corpus)  # before any backend exists: a missing corpus leaks nothing
+    agents = agents or rounds_agents(cfg)
     subagent = subagent or subagent_backend(cfg)
     if synthesis is None and cfg.synthesis is not None:
         synthesis = subagent if cfg.synthesis == cfg.subagent else subagent_backend(cfg, cfg.synthesis)
-    agents = agents or offered_registry(
-        default_registry(max_tokens=cfg.subagent_max_tokens), retriever=corpus is not None, history=True
-    )
     return RoundsSetting(
         agents=agents,
         backends=RoleBackends(subagent),
         options=cfg.options(),
         retriever=retriever,
         synthesis=synthesis,
+    )
+
+
+def rounds_agents(cfg: RoundsTrainConfig) -> AgentRegistry:
+    """The sub-agents a run offers (each answer capped at ``subagent_max_tokens``): ``search`` exactly
+    when a train source is HotpotQA, and the kinds that read a reasoning history."""
+    from masorch.agents.registry import default_registry, offered_registry
+
+    corpus = search_corpus(cfg.train)
+    return offered_registry(
+        default_registry(max_tokens=cfg.subagent_max_tokens), retriever=corpus is not None, history=True
     )
 
 
@@ -351,9 +367,11 @@ def train_rounds(
     t_start = time.monotonic()
     if policy is None:
         check_model_source(cfg.model)
-    out.mkdir(parents=True, exist_ok=True)
+    agents = agents or rounds_agents(cfg)
+    questions = rounds_questions(cfg, agents)
+    out.mkdir(parents=True, exist_ok=True)  # a bad model or data source leaves nothing behind
     setting = rounds_setting(cfg, subagent=subagent, agents=agents)
-    rows = rounds_rows(cfg, setting)
+    rows = rounds_rows(cfg, setting, questions)
     logger.info("%d training prompts; tools: %s", len(rows), ", ".join(setting.agents.catalogue()))
     rewards = RoundsRewards(cfg.rewards, out / TRAJECTORIES_FILE)
     precision, weights_dtype = precisions(cfg.precision, cfg.lora)
