@@ -74,6 +74,8 @@ async def test_critic_asks_for_structured_output(make_ctx):
         ("**Verdict**: wrong", False),
         ("The answer is incorrect.", None),
         ("{not json}", None),
+        ('{"correct": ' + "[" * 5000 + "]" * 5000 + "}", None),  # nested too deeply to read
+        ('{"correct": 1' + "0" * 5000 + "}", None),  # a number too long to convert
     ],
 )
 def test_parse_verdict(text, correct):

@@ -136,6 +136,22 @@ async def test_calls_over_the_limit_are_rejected_not_dropped():
     assert results["c5"].startswith("status: REJECTED")
 
 
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"task": "t", "x": ' + "[" * 5000 + "]" * 5000 + "}", '{"task": "t", "n": 1' + "0" * 5000 + "}"],
+    ids=["nested too deeply", "a number too long to convert"],
+)
+async def test_arguments_json_cannot_read_are_format_err_not_a_crash(arguments):
+    answer = arguments.replace("task", "answer")
+    script = [calls(("cot", arguments)), calls(("final_answer", answer)), final()]
+    result, orch, sub, _ = await go(script)
+    assert result.status == "ok" and sub.calls == []
+    tool = tool_messages(orch, 1)["c0"]
+    assert tool.startswith("status: FORMAT_ERR") and "not a JSON object" in tool, tool
+    final_reply = tool_messages(orch, 2)["c0"]
+    assert final_reply.startswith("status: FORMAT_ERR") and "non-empty string `answer`" in final_reply
+
+
 async def test_malformed_calls_get_format_err_with_the_hint_and_unknown_tools_rejected():
     script = [
         calls(

@@ -58,7 +58,7 @@ def _json_object(text: str) -> dict[str, Any] | None:
             continue
         try:
             value = json.loads(candidate[start : end + 1])
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, a number too long to convert, or too deep
             continue
         if isinstance(value, dict):
             return value

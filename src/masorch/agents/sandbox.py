@@ -632,7 +632,7 @@ def _read_status(fd: int) -> dict[str, Any]:
         return {}
     try:
         report = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return {}
     return report if isinstance(report, dict) else {}
 

@@ -63,7 +63,7 @@ def arguments_object(arguments: str) -> Any:
     """
     try:
         value = json.loads(arguments or "{}")
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a number too long to convert, or nested too deeply
         return arguments
     return value if isinstance(value, dict) else arguments
 
@@ -163,6 +163,8 @@ def hermes_calls(text: str) -> tuple[str, tuple[ToolCall, ...]] | None:
     ('Two steps.', (ToolCall(name='cot', arguments='{"task": "t"}', id=''),))
     >>> hermes_calls('<tool_call>\\n{"name": "cot", "argum') is None
     True
+    >>> hermes_calls("<tool_call>" + "[" * 5000 + "]" * 5000 + "</tool_call>") is None  # too deep to read
+    True
     """
     start = text.find(HERMES_TAG)
     if start < 0:
@@ -175,7 +177,7 @@ def hermes_calls(text: str) -> tuple[str, tuple[ToolCall, ...]] | None:
     for block in blocks:
         try:
             value = json.loads(block.group(1))
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):
             return None
         if not isinstance(value, dict) or not isinstance(value.get("name"), str):
             return None

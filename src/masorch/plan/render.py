@@ -71,7 +71,7 @@ def _xml_value(value: Any) -> str:
     if isinstance(value, str):
         try:
             json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             if value == value.strip():
                 return value
         return json.dumps(value, ensure_ascii=False)

@@ -375,6 +375,6 @@ def arguments(call: ToolCall) -> dict[str, Any] | None:
     """A tool call's JSON arguments as a dict, or None when they are not a JSON object."""
     try:
         value = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a number too long to convert, or nested too deeply
         return None
     return value if isinstance(value, dict) else None
