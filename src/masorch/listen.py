@@ -75,7 +75,8 @@ def listen_error(exc: OSError | UnicodeError, host: str, port: int, *, free_port
 
 
 def check_host(host: str, port: int) -> None:
-    """A UsageError (see :func:`listen_error`) unless ``host`` is an address or a name that resolves."""
+    """A UsageError (see :func:`listen_error`) unless ``host`` is an address or a name that resolves
+    (a blank one is refused: the OS would read it as every interface)."""
     _addresses(host, port)
 
 
@@ -107,6 +108,8 @@ def bind_sockets(host: str, port: int) -> list[socket.socket]:
 
 
 def _addresses(host: str, port: int) -> list[tuple[Any, ...]]:
+    if not host.strip():  # the OS reads "" as every interface: too much for a flag left blank
+        raise UsageError("--host is empty", hint=HOST_HINT)
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except (OSError, UnicodeError) as exc:  # socket.gaierror: a name that does not resolve

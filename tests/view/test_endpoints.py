@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -161,6 +162,7 @@ def test_a_training_run_gives_its_series_in_order(tmp_path: Path) -> None:
         (lambda d: d, "holds no eval run, training run or trace"),
         (lambda d: _write(d / "x.jsonl", '{"a": 1}\n'), "is not a masorch trace"),
         (lambda d: _write(d / "x.bin", "\x00\x01\n"), "is binary"),
+        (lambda d: _fifo(d / "f.jsonl"), "is not a regular file"),  # reading it would block
     ],
 )
 def test_a_path_that_is_nothing_to_view_is_a_usage_error(tmp_path: Path, make, message: str) -> None:
@@ -170,4 +172,9 @@ def test_a_path_that_is_nothing_to_view_is_a_usage_error(tmp_path: Path, make, m
 
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
+    return path
+
+
+def _fifo(path: Path) -> Path:
+    os.mkfifo(path)
     return path

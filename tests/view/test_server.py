@@ -72,6 +72,14 @@ def test_a_host_not_of_this_machine_names_host_not_port(
     assert "hint: pass an address of this machine as --host" in err and "--port" not in err
 
 
+def test_a_blank_host_is_a_usage_error_not_every_interface(
+    eval_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["view", str(eval_run), "--host", "", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "error: --host is empty" in err and "hint: pass an address of this machine as --host" in err
+
+
 def test_the_html_export_is_one_file_with_the_data_the_page_asks_for(
     eval_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -87,6 +95,24 @@ def test_the_html_export_is_one_file_with_the_data_the_page_asks_for(
     assert data[data_key("/api/info")]["static"] is True
     for row in run["rows"]:
         assert data[data_key("/api/sample", {"key": row[0]})]["trace"]["found"]
+
+
+def test_the_html_export_never_overwrites_what_it_views(
+    eval_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = eval_run / "log.jsonl"
+    before = log.read_bytes()
+    trace = tmp_path / "trace.html"  # a trace file, whatever its name
+    trace.write_bytes((eval_run / "traces.jsonl").read_bytes())
+    for source, out in ((eval_run, log), (trace, trace)):
+        assert main(["view", str(source), "--html", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "would overwrite a file that is not a page written by masorch view" in err, err
+        assert "hint: give --html a new file name ending in .html" in err
+    assert log.read_bytes() == before
+    page = eval_run / "page.html"
+    for _ in range(2):  # a page is replaced by the next export
+        assert main(["view", str(eval_run), "--html", str(page)]) == 0
 
 
 def test_the_vendored_chart_library_is_the_recorded_file() -> None:

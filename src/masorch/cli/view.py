@@ -38,8 +38,10 @@ def view_command(
         out = export_html(app, Path(html))
         console.print(Text(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)"), highlight=False)
         return
+    from masorch.listen import check_host
     from masorch.view.server import ViewServer
 
+    check_host(host, port)
     server = ViewServer(app, host, port)
     if not server.loopback:
         console.print(

@@ -70,7 +70,18 @@ def export_data(app: ViewApp, *, max_samples: int = MAX_EXPORT_SAMPLES) -> dict[
 
 
 def export_html(app: ViewApp, out: Path, *, max_samples: int = MAX_EXPORT_SAMPLES) -> Path:
-    """Write the one-file page of ``app``'s path to ``out``; returns ``out``."""
+    """Write the one-file page of ``app``'s path to ``out``; returns ``out``.
+
+    An existing ``out`` is replaced only when it is a page (``.html``, ``.htm``) and not the file
+    being viewed: a run's log or trace is never overwritten by its own page.
+    """
+    if out.exists() and (
+        out.resolve() == app.source.path.resolve() or out.suffix.lower() not in (".html", ".htm")
+    ):
+        raise UsageError(
+            f"--html {out} would overwrite a file that is not a page written by masorch view",
+            hint="give --html a new file name ending in .html",
+        )
     page = render_page(app.source.path.name, data_json=to_json(export_data(app, max_samples=max_samples)))
     try:
         with atomic_writer(out, "w") as fh:

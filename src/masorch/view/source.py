@@ -52,6 +52,11 @@ def detect(path: Path) -> Source:
             hint="give the --out directory of `masorch eval run`, the output_dir of `masorch train grpo`, "
             "or a trace file of `masorch run --trace`",
         )
+    if not path.is_file():  # a FIFO or a device would block the read, or never end
+        raise UsageError(
+            f"{path} is not a regular file",
+            hint="give an eval run directory, a training output_dir or a trace file",
+        )
     first = _first_object(path, "trace")
     if first is None or "schema_version" not in first or "run_id" not in first:
         raise UsageError(
