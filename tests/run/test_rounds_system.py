@@ -29,6 +29,10 @@ def test_rounds_defaults_and_the_serial_variant():
     for cost in (-5.0, float("nan"), float("inf")):
         with pytest.raises(UsageError, match="tool costs must be finite"):
             System.parse("mas:rounds", model="local:m", tool_costs={"cot": cost})
+    for name in ("timeout_s", "node_timeout_s", "max_units", "temperature"):
+        for bad in (float("nan"), float("inf")):  # refused at parse, not by each sample's run
+            with pytest.raises(UsageError, match=f"{name} must be a finite number"):
+                System.parse("mas:rounds", model="local:m", **{name: bad})
 
 
 def test_pool_synthesis_and_costs_from_yaml_shapes_with_keys_redacted():
