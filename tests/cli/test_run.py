@@ -206,6 +206,21 @@ def test_rounds_flags_reach_the_run_and_the_trajectory_is_written(tmp_path):
     assert isinstance(bad.exception, UsageError) and "not 'MODEL: description'" in str(bad.exception)
 
 
+@pytest.mark.parametrize(
+    ("flag", "first", "second"),
+    [
+        ("--pool", "big=scripted:a: one", "big=scripted:b: two"),
+        ("--tool-cost", "cot=2", "cot=3"),
+        ("--agent-model", "sc=scripted:a", "sc=scripted:b"),
+    ],
+)
+def test_a_name_given_twice_to_a_repeatable_flag_is_refused(flag, first, second):
+    result = CliRunner().invoke(make_app([PLAN]), [*ARGS, "--mode", "rounds", flag, first, flag, second])
+    assert isinstance(result.exception, UsageError), result.output
+    name = first.partition("=")[0]
+    assert str(result.exception) == f"{flag} names {name!r} twice (hint: give each {flag} name once)"
+
+
 def test_an_unwritable_chat_out_is_refused_before_the_run(tmp_path):
     made: dict = {}
     argv = [*ARGS, "--mode", "rounds", "--chat-out", str(tmp_path)]  # a directory

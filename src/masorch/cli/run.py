@@ -12,7 +12,7 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -31,6 +31,8 @@ from masorch.run import Budget, Environment, EnvSpec, RunResult, System, run
 from masorch.run.environment import default_agents_factory, default_backend_factory, default_retriever_factory
 from masorch.run.system import PoolModel
 from masorch.trace.writer import CallbackSink, FanOut, TraceSink, TraceWriter
+
+T = TypeVar("T")
 
 #: The values of ``--mode``: a one-step plan, rounds of parallel tool calls, rounds of one call.
 MODES: tuple[str, ...] = ("plan", "rounds", "rounds-serial")
@@ -210,15 +212,15 @@ def register(
             "max_units": max_units,
         }
         if pool:
-            fields["pool"] = dict(_pool_entry(p) for p in pool)
+            fields["pool"] = _once("--pool", [_pool_entry(p) for p in pool])
         if tool_cost:
-            fields["tool_costs"] = dict(_tool_cost(c) for c in tool_cost)
+            fields["tool_costs"] = _once("--tool-cost", [_tool_cost(c) for c in tool_cost])
         system = System.parse(
             label,
             model=subagent or orchestrator or DEFAULT_MODEL,
             orchestrator=orchestrator or subagent or DEFAULT_MODEL,
             judge=judge,
-            agent_models=dict(_kind_model(s) for s in agent_model),
+            agent_models=_once("--agent-model", [_kind_model(s) for s in agent_model]),
             budget=Budget(max_calls=budget_calls, max_tokens=budget_tokens, max_cost=budget_cost),
             timeout_s=timeout,
             node_timeout_s=node_timeout,
@@ -339,6 +341,16 @@ def _refuse_flags(given: Mapping[str, object], mode: str) -> None:
             f"{', '.join(wrong)} {'does' if len(wrong) == 1 else 'do'} not apply to --mode {mode}",
             hint=f"drop {'it' if len(wrong) == 1 else 'them'}, or use {other}",
         )
+
+
+def _once(flag: str, pairs: list[tuple[str, T]]) -> dict[str, T]:
+    """``pairs`` as a dict; a name given twice is a UsageError (as a key twice in YAML is)."""
+    seen: dict[str, T] = {}
+    for name, value in pairs:
+        if name in seen:
+            raise UsageError(f"{flag} names {name!r} twice", hint=f"give each {flag} name once")
+        seen[name] = value
+    return seen
 
 
 def _pool_entry(spec: str) -> tuple[str, PoolModel]:
