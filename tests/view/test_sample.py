@@ -49,5 +49,32 @@ async def test_a_rounds_run_shows_its_rounds_and_statuses_in_order() -> None:
     assert view["result"]["answer"] == "42"
 
 
+async def test_refused_calls_and_a_round_of_only_refused_calls_are_listed() -> None:
+    script = [
+        _calls(("cot", {"task": "fine"}), ("cot", {"calls": 1}), ("nokind", {"task": "t"})),
+        _calls(("cot", {"no": "task"})),
+        _calls(("final_answer", {"answer": "42"})),
+    ]
+    trace = MemoryTrace()
+    await run_rounds(
+        "What is X?",
+        orchestrator=ScriptedBackend(script, name="orch"),
+        backends=RoleBackends(ScriptedBackend(lambda m, c: "\\boxed{7}", name="sub")),
+        agents=AgentRegistry([CotAgent()]),
+        trace=trace,
+    )
+    rounds = sample_view(trace.events)["rounds"]
+    shown = [[(c["id"], c["kind"], c["status"], c["tool_status"]) for c in r["calls"]] for r in rounds]
+    assert shown == [
+        [
+            ("r1c1", "cot", "ok", "OK"),
+            ("r1c2", "cot", "not run", "FORMAT_ERR"),
+            ("r1c3", "nokind", "not run", "REJECTED"),
+        ],
+        [("r2c1", "cot", "not run", "FORMAT_ERR")],
+    ]
+    assert "missing task" in rounds[1]["calls"][0]["error"]
+
+
 def test_no_events_is_an_empty_view() -> None:
     assert sample_view([]) == {"found": False}

@@ -49,7 +49,7 @@ def sample_view(events: Sequence[ev.Event]) -> dict[str, Any]:
         "graph": graph,
         "timeline": _timeline(graph["nodes"], calls),
         "calls": calls,
-        "rounds": _rounds(plans, nodes, _tool_statuses(events)) if rounds else [],
+        "rounds": _rounds(plans, nodes, events) if rounds else [],
         "result": None if finished is None else finished.model_dump(exclude={"schema_version", "type"}),
         "wall_s": max(e.ts for e in events) - t0,
     }
@@ -264,37 +264,51 @@ def _timeline(graph_nodes: Sequence[Mapping[str, Any]], calls: Sequence[Mapping[
     return {"lanes": lanes, "bars": bars}
 
 
-def _tool_statuses(events: Sequence[ev.Event]) -> dict[str, str]:
-    """Each rounds-mode call's protocol status (OK, EXEC_ERR, ...) by node id, from tool_result events."""
-    return {e.node: e.status for e in events if isinstance(e, ev.ToolResult) and e.node}
-
-
 def _rounds(
     plans: Sequence[ev.PlanParsed | ev.PlanRejected],
     nodes: Mapping[str, Mapping[str, Any]],
-    tool_statuses: Mapping[str, str],
+    events: Sequence[ev.Event],
 ) -> list[dict[str, Any]]:
     """The rounds of a multi-round run in order: the orchestrator's calls, each call's node status
-    and its protocol status (``tool_status``: OK, EXEC_ERR, TIMEOUT, ... where the trace has it)."""
-    out = []
+    and its protocol status (``tool_status``: OK, EXEC_ERR, TIMEOUT, ... where the trace has it).
+
+    A call the round refused (``FORMAT_ERR``, ``REJECTED``) is no agent of the round's plan: it is
+    listed from its ``tool_result`` event, as not run, with its error; so is a round whose every
+    call was refused."""
+    results = [e for e in events if isinstance(e, ev.ToolResult)]
+    tool_statuses = {r.node: r.status for r in results if r.node}
+    by_round: dict[int, dict[str, Any]] = {}
     for p in plans:
         agents = p.plan.get("agents", []) if isinstance(p, ev.PlanParsed) else []
-        out.append(
+        by_round[p.attempt] = {
+            "round": p.attempt,
+            "text": p.text,
+            "calls": [
+                {
+                    "id": a.get("id"),
+                    "kind": a.get("kind"),
+                    "task": a.get("task"),
+                    "status": nodes.get(str(a.get("id")), {}).get("status", "not run"),
+                    "tool_status": tool_statuses.get(str(a.get("id")), ""),
+                    "answer": nodes.get(str(a.get("id")), {}).get("answer", ""),
+                    "error": nodes.get(str(a.get("id")), {}).get("error", ""),
+                }
+                for a in agents
+            ],
+        }
+    for r in results:
+        entry = by_round.setdefault(r.round, {"round": r.round, "text": "", "calls": []})
+        if r.node and any(c["id"] == r.node for c in entry["calls"]):
+            continue
+        entry["calls"].append(
             {
-                "round": p.attempt,
-                "text": p.text,
-                "calls": [
-                    {
-                        "id": a.get("id"),
-                        "kind": a.get("kind"),
-                        "task": a.get("task"),
-                        "status": nodes.get(str(a.get("id")), {}).get("status", "not run"),
-                        "tool_status": tool_statuses.get(str(a.get("id")), ""),
-                        "answer": nodes.get(str(a.get("id")), {}).get("answer", ""),
-                        "error": nodes.get(str(a.get("id")), {}).get("error", ""),
-                    }
-                    for a in agents
-                ],
+                "id": r.node or r.call_id,
+                "kind": r.tool,
+                "task": "",
+                "status": "not run",
+                "tool_status": r.status,
+                "answer": "",
+                "error": r.error,
             }
         )
-    return out
+    return [by_round[n] for n in sorted(by_round)]

@@ -376,7 +376,7 @@
   function roundsView(rounds) {
     return el("div", { class: "card", id: "rounds" }, rounds.map((r) => el("div", {},
       el("h3", {}, "round " + r.round),
-      table(["call", "tool", "task", "status", "answer / error"], r.calls.map((c) => [c.id, c.kind, c.task, badge(c.status), c.error || c.answer])))));
+      table(["call", "tool", "task", "status", "answer / error"], r.calls.map((c) => [c.id, c.kind, c.task, badge(c.tool_status || c.status), c.error || c.answer])))));
   }
 
   function callView(call, prefix) {
