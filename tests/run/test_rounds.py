@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
 from run_helpers import CallAgent, FailAgent
 
+from gate import GatedBackend
 from masorch.agents.base import AgentRegistry, NodeInput, NodeOutput, NodeStatus
 from masorch.agents.review import ReviewAgent
 from masorch.backends.base import Completion, ToolCall, Usage
@@ -104,9 +104,9 @@ async def test_a_round_runs_in_parallel_and_results_come_back_as_tool_messages()
         calls(("cot", {"task": "part 1"}), ("cot", {"task": "part 2", "calls": 1}), ("fail", {"task": "x"})),
         final("42"),
     ]
-    t0 = time.perf_counter()
-    result, orch, _sub, trace = await go(script)
-    assert time.perf_counter() - t0 < 0.35  # the round's two 0.1 s calls ran in parallel
+    # The round's two model calls are held until both are in flight: one after another would time out.
+    sub = GatedBackend(ScriptedBackend(lambda m, c: "sub-answer", name="sub"), 2)
+    result, orch, _sub, trace = await go(script, sub)
     assert (result.status, result.answer) == ("ok", "42")
     assert sorted(result.node_results) == ["r1c1", "r1c2", "r1c3"]
     seen = orch.calls[1][0]
@@ -347,10 +347,11 @@ async def test_a_timeout_raised_inside_a_backend_is_an_error_not_a_crash():
 async def test_a_synthesis_reply_without_an_answer_is_an_error_not_a_guess():
     # A 0.5B model, asked to synthesise, wrote another tool call in a fence (seen on a real run).
     fenced = '```json\n{"name": "cot", "arguments": {"task": "t"}}\n```'
-    synth = ScriptedBackend([fenced], name="synth")
-    result, *_ = await go([calls(("cot", {"task": "t"}))], max_rounds=1, synthesis=synth)
-    assert result.status == "error" and "synthesis call gave no answer" in result.error
-    assert result.trajectory is not None and result.trajectory.ended_by == "synthesis"
+    for reply in (fenced, "<tool_call>{bad</tool_call> and [{oops"):  # the second: a call it cannot read
+        synth = ScriptedBackend([reply], name="synth")
+        result, *_ = await go([calls(("cot", {"task": "t"}))], max_rounds=1, synthesis=synth)
+        assert result.status == "error" and "synthesis call gave no answer" in result.error
+        assert result.trajectory is not None and result.trajectory.ended_by == "synthesis"
     written = '{"name": "final_answer", "arguments": {"answer": "9"}}'
     result, *_ = await go([calls(("cot", {"task": "t"}))], max_rounds=1, synthesis=ScriptedBackend([written]))
     assert (result.status, result.answer) == ("ok", "9")

@@ -333,7 +333,8 @@ def synthesis_answer(text: str) -> str:
     """The answer in a synthesis reply, or "" when it holds none.
 
     A boxed answer; else a ``final_answer`` call written as text; else, when the reply holds no
-    tool call, its ``Answer:`` line or last line (a code fence alone is no answer).
+    tool call (not even a ``<tool_call>`` tag it could not read), its ``Answer:`` line or last line
+    (a code fence alone is no answer).
 
     >>> synthesis_answer(r"They agree. \\boxed{7}")
     '7'
@@ -341,6 +342,8 @@ def synthesis_answer(text: str) -> str:
     '7'
     >>> synthesis_answer('```json\\n{"name": "cot", "arguments": {"task": "t"}}\\n```')
     ''
+    >>> synthesis_answer("<tool_call>{bad</tool_call> and [{oops"), synthesis_answer("x in [0, 1)")
+    ('', 'x in [0, 1)')
     """
     boxed = boxed_answer(text)
     if boxed is not None:
@@ -349,6 +352,8 @@ def synthesis_answer(text: str) -> str:
     if calls:
         answers = [final_answer(c) for c in calls if c.name == FINAL_TOOL]
         return next((a for a in reversed(answers) if a), "")
+    if hermes_block_count(text):  # a call it could not read is no answer
+        return ""
     return extract_answer(text).strip("`").strip()
 
 
