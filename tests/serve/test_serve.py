@@ -20,6 +20,7 @@ from eval_helpers import SumBackendFactory  # noqa: E402
 from starlette.testclient import TestClient  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
+from gate import GatedBackend  # noqa: E402
 from masorch.cli.main import build_app, main  # noqa: E402
 from masorch.errors import UsageError  # noqa: E402
 from masorch.eval.systems import parse_systems  # noqa: E402
@@ -223,35 +224,9 @@ def test_a_run_without_an_answer_is_a_502_naming_its_status() -> None:
     assert body["masorch"]["status"] == "error"
 
 
-class _Gate:
-    """A backend factory whose calls each wait until ``n`` calls are in flight at once (else time out)."""
-
-    def __init__(self, n: int) -> None:
-        self.n, self.waiting, self.opened = n, 0, asyncio.Event()
-        self.inner = SumBackendFactory()
-
-    def __call__(self, spec: str) -> Any:
-        backend, gate = self.inner(spec), self
-
-        class Gated:
-            model_id = backend.model_id
-
-            async def complete(self, messages: Any, config: Any) -> Any:
-                gate.waiting += 1
-                if gate.waiting >= gate.n:
-                    gate.opened.set()
-                await asyncio.wait_for(gate.opened.wait(), timeout=20)
-                return await backend.complete(messages, config)
-
-            async def aclose(self) -> None:
-                await backend.aclose()
-
-        return Gated()
-
-
 def test_concurrent_requests_run_at_once() -> None:
     # Each model call waits until four are in flight: requests served one at a time would time out.
-    app = _app(factory=_Gate(4))
+    app = _app(factory=lambda spec: GatedBackend(SumBackendFactory()(spec), 4))
 
     async def go() -> None:
         import httpx
