@@ -180,3 +180,21 @@ async def test_llm_call_events_carry_messages_and_reply_and_a_torn_tail_is_left_
     assert len(read_trace(path, complete_only=True)) == complete
     with pytest.raises(UsageError, match="not JSON"):
         read_trace(path)
+
+
+def test_a_reply_of_megabytes_is_cut_so_the_trace_stays_readable(tmp_path):
+    from masorch.trace.events import MAX_EVENT_BYTES
+
+    huge = "word " * (5 << 20)  # 25 MB: a server that ignored max_tokens
+    call = LlmCall(
+        run_id="r", role="orchestrator", model="m", messages=[{"role": "user", "content": "q"}], response=huge
+    )
+    path = tmp_path / "t.jsonl"
+    with TraceWriter(path) as writer:
+        writer.emit(call)
+        writer.emit(RunStarted(run_id="r", question="next"))
+    assert all(len(line) <= MAX_EVENT_BYTES for line in path.read_bytes().splitlines())
+    read, after = read_trace(path)
+    assert isinstance(read, LlmCall) and read.messages == call.messages and read.model == "m"
+    assert read.response.startswith("word word") and read.response.endswith("characters cut from the trace]")
+    assert isinstance(after, RunStarted) and after.question == "next"

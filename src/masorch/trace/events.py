@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import PydanticSerializationError
 
 from masorch.backends.base import Usage
+from masorch.files import MAX_LINE_BYTES
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -64,9 +65,38 @@ class EventBase(BaseModel):
         True
         """
         try:
-            return self.model_dump_json()
+            line = self.model_dump_json()
         except PydanticSerializationError:
-            return json.dumps(self.model_dump(mode="json"), separators=(",", ":"))
+            line = json.dumps(self.model_dump(mode="json"), separators=(",", ":"))
+        if len(line) * 4 > MAX_EVENT_BYTES and len(line.encode("utf-8", "surrogatepass")) > MAX_EVENT_BYTES:
+            line = _shrunk(self.model_dump(mode="json"))
+        return line
+
+
+#: The largest trace line an event writes (half of what the readers take, :data:`MAX_LINE_BYTES`):
+#: a reply of megabytes (a server that ignores ``max_tokens``) must not make a trace unreadable.
+MAX_EVENT_BYTES = MAX_LINE_BYTES // 2
+
+
+def _shrunk(data: dict[str, Any]) -> str:
+    """``data`` as one JSON line within :data:`MAX_EVENT_BYTES`: its longest texts cut, each to the
+    same length, with a note of how much was cut."""
+
+    def cut(value: Any, cap: int) -> Any:
+        if isinstance(value, str) and len(value) > cap:
+            return f"{value[:cap]}... [{len(value) - cap} characters cut from the trace]"
+        if isinstance(value, dict):
+            return {k: cut(v, cap) for k, v in value.items()}
+        if isinstance(value, list):
+            return [cut(v, cap) for v in value]
+        return value
+
+    cap = MAX_EVENT_BYTES // 8
+    while True:
+        line = json.dumps(cut(data, cap), separators=(",", ":"))
+        if len(line.encode("utf-8", "surrogatepass")) <= MAX_EVENT_BYTES or cap < 64:
+            return line
+        cap //= 2
 
 
 class RunStarted(EventBase):
