@@ -152,6 +152,22 @@ async def test_arguments_json_cannot_read_are_format_err_not_a_crash(arguments):
     assert final_reply.startswith("status: FORMAT_ERR") and "non-empty string `answer`" in final_reply
 
 
+async def test_a_reference_or_an_overlong_task_is_refused_in_the_rounds_words():
+    script = [
+        calls(("cot", {"task": "t"}), ("cot", {"task": "x"}), ("cot", {"task": "use ${r1c1}"})),
+        final(),
+    ]
+    script.insert(1, calls(("cot", {"task": "y" * 5000})))
+    result, orch, _sub, _ = await go(script)
+    assert result.status == "ok"
+    ref = tool_messages(orch, 1)["c2"]
+    assert ref.startswith("status: FORMAT_ERR") and "a call sees only its own task" in ref, ref
+    assert "did you mean" not in ref and "r1c3" not in ref.split("error:")[1]
+    long = tool_messages(orch, 2)["c0"]
+    assert long.startswith("status: FORMAT_ERR") and "the limit is 4000" in long, long
+    assert "${ref}" not in long and "hint: shorten the task" in long
+
+
 async def test_malformed_calls_get_format_err_with_the_hint_and_unknown_tools_rejected():
     script = [
         calls(

@@ -217,6 +217,16 @@ def call_ids(calls: Sequence[ToolCall], round_no: int) -> tuple[ToolCall, ...]:
     return tuple(out)
 
 
+#: Why a task cannot hold ``${``, and what to do instead.
+_NO_REFS = (
+    "which would reference another agent's answer; a call sees only its own task "
+    "(hint: write what it needs from earlier results into the task as text)"
+)
+
+#: The rounds mode's hints for the plan validator's diagnostics whose own hint speaks of plans.
+_ROUND_HINTS = {"task_too_long": "shorten the task: give only what the agent needs from earlier results"}
+
+
 def check_calls(
     calls: Sequence[ToolCall],
     *,
@@ -263,10 +273,14 @@ def check_calls(
             names = ", ".join(pool) if pool else "none: leave `model` out"
             refuse("FORMAT_ERR", f"unknown model {pool_name!r} (hint: the pool's models are {names})", task)
             continue
+        if "${" in task:  # the plan language's reference: no call of a round can name another
+            refuse("FORMAT_ERR", f"the task holds `${{`, {_NO_REFS}", task)
+            continue
         spec = AgentSpec(id=node, kind=call.name, task=task, params=args)
         checked = validate(Plan(agents=(spec,)), DoM.LOW, catalogue)
         if checked.validated is None:
-            problems = "; ".join(f"{d.message} (hint: {d.hint})" for d in checked.diagnostics if d.is_error)
+            errors = [d for d in checked.diagnostics if d.is_error]
+            problems = "; ".join(f"{d.message} (hint: {_ROUND_HINTS.get(d.code, d.hint)})" for d in errors)
             refuse("FORMAT_ERR", problems, task)
             continue
         out.append(CheckedCall(round_no, call.id, node, call.name, task, checked.validated, str(pool_name)))
