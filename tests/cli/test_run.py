@@ -258,17 +258,26 @@ def test_default_model_not_pulled_is_a_usage_error_naming_the_pull_command(tmp_p
     assert "Traceback" not in err
 
 
-def test_an_error_during_the_run_starts_below_the_progress_table(monkeypatch, capsys):
+def test_a_model_that_cannot_be_built_stops_the_run_before_its_table_and_trace(monkeypatch, capsys, tmp_path):
     from masorch.backends.openai_compat import API_KEY_ENV, BASE_URL_ENV
     from masorch.cli.main import main
 
     for name in (*API_KEY_ENV, *BASE_URL_ENV):
         monkeypatch.delenv(name, raising=False)
-    # The key is missing when the first call builds its backend: the progress table is on screen.
-    assert main(["run", "What is 2+3?", "--subagent", "openai:gpt-4o-mini"]) == 2
+    trace = tmp_path / "t.jsonl"
+    assert main(["run", "What is 2+3?", "--subagent", "openai:gpt-4o-mini", "--trace", str(trace)]) == 2
     captured = capsys.readouterr()
-    assert "answer / error" in captured.out and captured.out.endswith("\n")  # not "━━━━error: ..."
+    assert "answer / error" not in captured.out  # no progress table was drawn
     assert captured.err.startswith("error: no API key for openai:gpt-4o-mini")
+    assert not trace.exists()
+    argv = ["run", "Q?", "--mode", "rounds", "--subagent", "local:qwen2.5-coder-0.5b", "--trace", str(trace)]
+    assert main([*argv, "--tool-cost", "pyhton=3", "--synthesis", "local:nonexistent"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: system 'mas:rounds': tool_costs names unknown tools: pyhton"), err
+    assert main([*argv, "--synthesis", "foo"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: system 'mas:rounds' synthesis: a model string is not provider:model"), err
+    assert not trace.exists()
 
 
 def test_search_is_offered_only_with_a_corpus(tmp_path):

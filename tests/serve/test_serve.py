@@ -265,7 +265,10 @@ def test_the_cli_checks_every_model_string_before_it_serves(busy_port: int, caps
     argv = ["serve", "--systems", "sas:cot,mas:low", "--model", "foo", "--port", str(busy_port)]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert "error: a model string is not provider:model" in err and "hint: providers:" in err
+    assert (
+        "error: system 'sas:cot' model: a model string is not provider:model" in err
+        and "hint: providers:" in err
+    )
     assert "masorch serve:" not in err
 
 

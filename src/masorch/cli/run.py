@@ -228,6 +228,10 @@ def register(
         )
         if replay and cache is None:
             raise UsageError("--replay needs --cache", hint="e.g. --cache runs/cache.sqlite --replay")
+        if backend_factory is None:  # eval's and serve's check: model strings, agent models, tool costs
+            from masorch.eval.systems import check_systems
+
+            check_systems([system], agent_profile=agent_profile_name(_profile(agent_profile, system)))
         if chat_out is not None:  # now, as --trace is: written at the end, a bad path would lose the run
             check_writable(chat_out, what="chat record", flag="--chat-out")
         make_backend = backend_factory or functools.partial(
@@ -256,15 +260,26 @@ def _agents_factory(
         if profile not in (None, "default"):
             raise UsageError(f"this masorch offers no agent profile {profile!r}", hint="leave out --agents")
         return functools.partial(given, max_tokens)
-    if profile is None:
-        profile = "paper" if system.prompt == "official" and system.mode == "mas" else "default"
-    return functools.partial(default_agents_factory, max_tokens, agent_profile_name(profile))
+    profile_name = agent_profile_name(_profile(profile, system))
+    return functools.partial(default_agents_factory, max_tokens, profile_name)
+
+
+def _profile(given: str | None, system: System) -> str:
+    """The agent profile of a run: ``--agents``, else the official agents with the official prompt."""
+    if given is not None:
+        return given
+    return "paper" if system.prompt == "official" and system.mode == "mas" else "default"
 
 
 async def _run(
     system: System, question: str, spec: EnvSpec, *, corpus: Path | None, trace: Path | None, as_json: bool
 ) -> RunResult:
     env = Environment(spec)
+    try:  # a model that cannot be built stops the run before the trace file exists
+        env.build_backends(system.model_strings())
+    except BaseException:
+        await env.aclose()
+        raise
     writer = TraceWriter(trace) if trace is not None else None
     try:
         if as_json:

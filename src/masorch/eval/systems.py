@@ -15,7 +15,7 @@ a YAML file, with the same field names as :class:`~masorch.run.system.System`::
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -96,20 +96,33 @@ def check_systems(
     specs: Sequence[System], *, agent_profile: AgentProfileName = "default", extra_models: Sequence[str] = ()
 ) -> None:
     """A UsageError, before anything runs or is written, for a model string that cannot build a
-    backend (``extra_models`` too, e.g. a scorer's judge) or a tool cost naming no tool of the
-    ``agent_profile`` agents: each would fail every sample, or every request, one by one.
+    backend (``extra_models`` too, e.g. a scorer's judge), an agent model or a tool cost naming no
+    kind or tool of the ``agent_profile`` agents: each would fail every sample, or every request,
+    one by one. The error names the system and its field.
 
     >>> check_systems(parse_systems("sas:cot", model="foo"))
     Traceback (most recent call last):
-    masorch.errors.UsageError: a model string is not provider:model (hint: providers: ...)
+    masorch.errors.UsageError: system 'sas:cot' model: a model string is not provider:model (hint: ...)
     """
     from masorch.agents.registry import default_registry
     from masorch.backends.registry import check_model_string
+    from masorch.run.lifecycle import check_agent_models
     from masorch.run.round_calls import check_tool_costs
 
     # A malformed model string may be a key given to the wrong flag: the check echoes none of it.
-    for spec in dict.fromkeys([*(m for s in specs for m in s.model_strings()), *extra_models]):
+    for spec in dict.fromkeys(extra_models):
         check_model_string(spec, buildable=True)
-    kinds = default_registry(profile=agent_profile).catalogue()
+    registry = default_registry(profile=agent_profile)
     for s in specs:
-        check_tool_costs(s.tool_costs, kinds)
+        for role, spec in s.model_roles():
+            _in_system(f"system {s.label!r} {role}", check_model_string, spec, buildable=True)
+        _in_system(f"system {s.label!r}", check_agent_models, s.agent_models, registry)
+        _in_system(f"system {s.label!r}", check_tool_costs, s.tool_costs, registry.catalogue())
+
+
+def _in_system(where: str, check: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+    """``check(*args, **kwargs)``; its UsageError begins with ``where`` (the system and field)."""
+    try:
+        check(*args, **kwargs)
+    except UsageError as exc:
+        raise UsageError(f"{where}: {exc.message}", hint=exc.hint) from None

@@ -307,18 +307,26 @@ class System(BaseModel):
         """The orchestrator's model string (the sub-agent model unless set)."""
         return self.orchestrator or self.model
 
+    def model_roles(self) -> list[tuple[str, str]]:
+        """Each field that names a model this system calls, with its model string, in a stable order.
+
+        >>> System.parse("mas:rounds", model="a:x", pool={"big": "b:y: large"}).model_roles()
+        [('model', 'a:x'), ('orchestrator', 'a:x'), ('pool big', 'b:y')]
+        """
+        roles = [("model", self.model), *((f"agent_models {k}", m) for k, m in self.agent_models.items())]
+        if not self.is_sas:
+            roles.append(("orchestrator", self.orchestrator_model))
+        if self.mode == "rounds":
+            roles += [(f"pool {n}", p.model) for n, p in self.pool.items()]
+            if self.synthesis:
+                roles.append(("synthesis", self.synthesis))
+        if self.judge:
+            roles.append(("judge", self.judge))
+        return roles
+
     def model_strings(self) -> list[str]:
         """Every distinct model string this system calls, in a stable order."""
-        names = [self.model, *self.agent_models.values()]
-        if not self.is_sas:
-            names.append(self.orchestrator_model)
-        if self.mode == "rounds":
-            names += [p.model for p in self.pool.values()]
-            if self.synthesis:
-                names.append(self.synthesis)
-        if self.judge:
-            names.append(self.judge)
-        return list(dict.fromkeys(names))
+        return list(dict.fromkeys(m for _, m in self.model_roles()))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (stored in run log headers); :meth:`from_dict` inverts it.
