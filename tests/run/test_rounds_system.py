@@ -64,3 +64,24 @@ def test_review_is_offered_only_to_the_rounds_mode():
     env = Environment(EnvSpec())
     assert "review" in env.offered_agents(retriever=False, history=True)
     assert "review" not in env.offered_agents(retriever=False)
+
+
+def test_rounds_fields_on_another_system_are_refused_not_ignored():
+    with pytest.raises(UsageError, match="mas:high: max_units, max_rounds apply only to the rounds systems"):
+        System.parse("mas:high", model="local:m", max_rounds=3, max_units=5)
+    with pytest.raises(UsageError, match="sas:cot: pool applies only to the rounds systems"):
+        System.parse("sas:cot", model="local:m", pool={"big": "local:b: large"})
+    high = System.parse("mas:high", model="local:m")
+    assert System.from_dict(high.to_dict()) == high  # a logged system, every field written, reads back
+
+
+def test_rounds_defaults_of_a_systems_file_go_to_the_rounds_systems_only(tmp_path):
+    from masorch.eval.systems import systems_from_flags
+
+    path = tmp_path / "systems.yaml"
+    path.write_text("defaults: {model: local:m, max_rounds: 3}\nsystems: [sas:cot, mas:rounds, mas:high]\n")
+    cot, rounds, high = systems_from_flags(None, path, {})
+    assert (cot.max_rounds, rounds.max_rounds, high.max_rounds) == (12, 3, 12)
+    path.write_text("systems: [{system: mas:high, model: local:m, max_rounds: 3}]\n")
+    with pytest.raises(UsageError, match="max_rounds applies only to the rounds systems"):
+        systems_from_flags(None, path, {})

@@ -22,7 +22,7 @@ from typing import Any
 from masorch.agents.signatures import AgentProfileName
 from masorch.errors import UsageError
 from masorch.files import MAX_YAML_BYTES, load_yaml, read_text
-from masorch.run.system import System
+from masorch.run.system import ROUNDS_ONLY, System
 
 
 def parse_systems(text: str, **defaults: Any) -> list[System]:
@@ -53,6 +53,8 @@ def _entry(entry: Any, defaults: Mapping[str, Any]) -> System:
             f"bad system entry {str(entry)[:80]!r}",
             hint="each entry is 'sas:cot' or a mapping with a `system:` key",
         )
+    if not entry["system"].startswith("mas:rounds"):  # shared defaults: rounds fields go to rounds systems
+        defaults = {k: v for k, v in defaults.items() if k not in ROUNDS_ONLY}
     merged = {**defaults, **{k: v for k, v in entry.items() if k != "system"}}
     # None in YAML means "unset": the field's default applies.
     return System.parse(entry["system"], **{str(k): v for k, v in merged.items() if v is not None})

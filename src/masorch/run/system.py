@@ -82,6 +82,10 @@ class PoolModel(BaseModel):
         return cls(model=model.strip(), description=description.strip())
 
 
+#: The fields only the rounds systems take (another system given one is a usage error).
+ROUNDS_ONLY = ("pool", "synthesis", "tool_costs", "max_units", "max_rounds", "max_calls_per_round")
+
+
 class System(BaseModel):
     """One system: its mode and variant (agent kind or DoM), models per role, plan and run limits.
 
@@ -219,6 +223,17 @@ class System(BaseModel):
         if self.mode == "rounds" and self.variant not in ("", "serial"):
             raise UsageError(
                 f"unknown rounds variant {self.variant!r}", hint="use mas:rounds or mas:rounds-serial"
+            )
+        rounds_only = [
+            name
+            for name in ROUNDS_ONLY
+            if getattr(self, name) != type(self).model_fields[name].get_default(call_default_factory=True)
+        ]
+        if self.mode != "rounds" and rounds_only:
+            raise UsageError(
+                f"{self.name}: {', '.join(rounds_only)} "
+                f"{'applies' if len(rounds_only) == 1 else 'apply'} only to the rounds systems",
+                hint="leave them out, or use mas:rounds or mas:rounds-serial",
             )
         if self.variant == "serial" and self.max_calls_per_round != 1:
             raise UsageError(
