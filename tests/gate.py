@@ -21,10 +21,6 @@ class GatedBackend:
     def model_id(self) -> str:
         return self.inner.model_id
 
-    @property
-    def calls(self) -> list:
-        return self.inner.calls  # type: ignore[attr-defined, no-any-return]
-
     async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
         self.arrived += 1
         if self.arrived >= self.n:
