@@ -163,11 +163,20 @@ def test_a_training_run_gives_its_series_in_order(tmp_path: Path) -> None:
         (lambda d: _write(d / "x.jsonl", '{"a": 1}\n'), "is not a masorch trace"),
         (lambda d: _write(d / "x.bin", "\x00\x01\n"), "is binary"),
         (lambda d: _fifo(d / "f.jsonl"), "is not a regular file"),  # reading it would block
+        (lambda d: _write(d / "traces.jsonl", "").parent, "is not a masorch trace"),  # as the file itself
     ],
 )
 def test_a_path_that_is_nothing_to_view_is_a_usage_error(tmp_path: Path, make, message: str) -> None:
     with pytest.raises(UsageError, match=message):
         detect(make(tmp_path))
+
+
+def test_a_run_directory_whose_log_is_not_json_names_the_log(tmp_path: Path) -> None:
+    _write(tmp_path / "log.jsonl", "not json\n")
+    with pytest.raises(UsageError, match=r"log\.jsonl:1") as err:
+        detect(tmp_path)
+    assert "eval or training run" in (err.value.hint or "")
+    assert "trace" not in (err.value.hint or "")
 
 
 def _write(path: Path, text: str) -> Path:

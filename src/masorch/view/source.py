@@ -24,10 +24,27 @@ class Source:
     path: Path
 
 
-def _first_object(path: Path, what: str) -> dict[str, object] | None:
-    for _, obj in iter_jsonl(path, what=what, hint=TRACE_HINT, complete_only=True):
+#: What a directory's ``log.jsonl`` that is not JSON lines is (an eval or a training log).
+_LOG_HINT = (
+    "the log.jsonl of an eval or training run has one JSON record per line (was it edited or overwritten?)"
+)
+
+
+def _first_object(path: Path, what: str, hint: str) -> dict[str, object] | None:
+    for _, obj in iter_jsonl(path, what=what, hint=hint, complete_only=True):
         return obj
     return None
+
+
+def _trace(path: Path) -> Source:
+    """``path`` as a trace source, or a UsageError when its first line is not a trace event."""
+    first = _first_object(path, "trace", TRACE_HINT)
+    if first is None or "schema_version" not in first or "run_id" not in first:
+        raise UsageError(
+            f"{path} is not a masorch trace (its first line is not a trace event)",
+            hint="give a trace file of `masorch run --trace FILE`, or a run directory",
+        )
+    return Source("trace", path)
 
 
 def detect(path: Path) -> Source:
@@ -40,13 +57,13 @@ def detect(path: Path) -> Source:
     if path.is_dir():
         log = path / LOG_FILE
         if log.is_file():
-            first = _first_object(log, "run log")
+            first = _first_object(log, "run log", _LOG_HINT)
             if first is not None and first.get("type") == "header":
                 return Source("eval", path)
         if is_training_dir(path):
             return Source("training", path)
         if (path / TRACE_FILE).is_file():
-            return Source("trace", path / TRACE_FILE)
+            return _trace(path / TRACE_FILE)
         raise UsageError(
             f"{path} holds no eval run, training run or trace",
             hint="give the --out directory of `masorch eval run`, the output_dir of `masorch train grpo`, "
@@ -57,10 +74,4 @@ def detect(path: Path) -> Source:
             f"{path} is not a regular file",
             hint="give an eval run directory, a training output_dir or a trace file",
         )
-    first = _first_object(path, "trace")
-    if first is None or "schema_version" not in first or "run_id" not in first:
-        raise UsageError(
-            f"{path} is not a masorch trace (its first line is not a trace event)",
-            hint="give a trace file of `masorch run --trace FILE`, or a run directory",
-        )
-    return Source("trace", path)
+    return _trace(path)
