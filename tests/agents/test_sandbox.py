@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -520,3 +522,119 @@ async def test_a_work_directory_deeper_than_the_recursion_limit_is_removed(monke
     result = await run_sandboxed(code, HOOK_ONLY)  # no namespaces: the tree is on the host's disk
     assert result.stdout == "deep\n", result.stderr
     assert roots and not os.path.exists(roots[0])
+
+
+def _descendants(pid: int) -> list[int]:
+    """The host pids below ``pid`` (from /proc: no process library needed)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry.name))
+    found, stack = [], [pid]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _is_runs_prelude(pid: int) -> bool:
+    """Whether ``pid`` is the interpreter of a run's prelude (its config names a status pipe)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return argv[0] == sys.executable.encode() and b'"status_fd"' in argv[-2]
+
+
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "without_namespaces"])
+def test_a_caller_killed_outright_takes_its_program_with_it(namespaces):
+    # wall_s is the caller's to enforce: a caller killed by SIGKILL (or the OOM killer) never does.
+    launcher = (
+        "import asyncio\n"
+        "from masorch.agents.sandbox import SandboxLimits, run_sandboxed\n"
+        f"limits = SandboxLimits(wall_s=60, namespaces={namespaces})\n"
+        "asyncio.run(run_sandboxed('import time\\ntime.sleep(60)\\n', limits))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    caller = subprocess.Popen([sys.executable, "-c", launcher], env=env)
+    below: list[int] = []
+    try:
+        for _ in range(300):  # the run's supervisor and the program it forked (not the host probes)
+            below = _descendants(caller.pid)
+            if sum(_is_runs_prelude(p) for p in below) >= 2:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the sandboxed program never started")
+        time.sleep(0.3)
+        caller.kill()
+        caller.wait(10)
+        for _ in range(100):
+            if not any(_alive(p) for p in below):
+                break
+            time.sleep(0.05)
+        assert [p for p in below if _alive(p)] == []
+    finally:
+        caller.kill()
+        for p in below:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
+
+
+async def test_code_with_a_lone_surrogate_still_runs():
+    # Half an emoji from a JSON escape (``"\ud83d"``) has no UTF-8 form.
+    result = await run_sandboxed("print('a\ud83d')\n", FAST)
+    assert (result.exit_code, result.stdout) == (0, "a?\n"), result.stderr
+
+
+EXECVE, EXECVEAT, INOTIFY_INIT1 = {"x86_64": (59, 322, 294), "aarch64": (221, 281, 26)}.get(
+    os.uname().machine, (0, 0, 0)
+)
+
+
+@needs_filter
+async def test_exec_and_inotify_are_refused_by_the_filter():
+    # Landlock sees no path for a memfd, so an ELF written to one would run through execveat; and
+    # inotify instances are counted per host user, across namespaces. Without the filter these fail
+    # with ENOENT (2), EBADF (9) and succeed.
+    code = UNHOOK + textwrap.dedent(f"""
+        print("execve", libc.syscall({EXECVE}, b"/nonexistent", None, None), ctypes.get_errno())
+        print("execveat", libc.syscall({EXECVEAT}, -1, b"", None, None, 0x1000), ctypes.get_errno())
+        print("inotify", libc.syscall({INOTIFY_INIT1}, 0), ctypes.get_errno())
+    """)
+    result = await run_sandboxed(code, NAMESPACES_ONLY)
+    assert result.stdout.split() == ["execve", "-1", "1", "execveat", "-1", "1", "inotify", "-1", "1"], (
+        result.stderr
+    )
+
+
+async def test_a_program_cannot_queue_the_hosts_signals_away():
+    # Pending signals are counted per host user across user namespaces: a program that queued them
+    # until refused would leave every process of the caller's user without timers or sigqueue.
+    code = program("""
+        import signal
+        signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGRTMIN])
+        queued = 0
+        try:
+            while queued < 5000:
+                signal.raise_signal(signal.SIGRTMIN)
+                queued += 1
+        except OSError as exc:
+            print("refused", exc.errno)
+        print("queued", queued)
+    """)
+    result = await run_sandboxed(code, NAMESPACES_ONLY)
+    assert "refused 11" in result.stdout, (result.stdout, result.stderr)
+    assert int(result.stdout.split()[-1]) <= 64

@@ -14,13 +14,17 @@ boundaries, each of which holds when model code has defeated every Python-level 
   port and signal no process outside the sandbox (each as far as the kernel's Landlock ABI goes).
 * :func:`restrict_syscalls`: a seccomp filter refuses the kernel interfaces none of the other
   layers confine: the kernel keyrings (the caller's session keyring is inherited), SysV IPC,
-  ``ptrace``, and sockets of any family but Unix and IP (a VM's ``AF_VSOCK`` reaches its host).
+  ``ptrace``, ``execve`` (a ``memfd`` has no path for Landlock to refuse), inotify (counted per
+  host user, across namespaces), and sockets of any family but Unix and IP (a VM's ``AF_VSOCK``
+  reaches its host).
+* :func:`die_with_parent`: the kernel kills the calling process when its parent dies.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import signal
 from collections.abc import Iterable
 
 _SYS_LANDLOCK_CREATE_RULESET = 444  # the same number on every architecture (asm-generic)
@@ -34,6 +38,7 @@ _PR_SET_SECCOMP = 22
 _SECCOMP_MODE_FILTER = 2
 _PR_CAPBSET_DROP = 24
 _PR_SET_DUMPABLE = 4
+_PR_SET_PDEATHSIG = 1
 
 # Landlock filesystem rights, by the ABI version that introduced them.
 FS_EXECUTE = 1 << 0
@@ -205,9 +210,10 @@ def restrict_with_landlock(read: Iterable[str], write: Iterable[str]) -> int:
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 _DENIED_SYSCALLS = {
     # add_key, request_key, keyctl; shmget, semget, msgget; ptrace; io_uring_setup, _enter, _register
-    # (io_uring would make sockets and open files past this filter)
-    "x86_64": (248, 249, 250, 29, 64, 68, 101, 425, 426, 427),
-    "aarch64": (217, 218, 219, 194, 190, 186, 117, 425, 426, 427),
+    # (io_uring would make sockets and open files past this filter); execve, execveat (Landlock does
+    # not check a file without a path: a memfd's ELF would run); inotify_init(1) (a host-wide count)
+    "x86_64": (248, 249, 250, 29, 64, 68, 101, 425, 426, 427, 59, 322, 253, 294),
+    "aarch64": (217, 218, 219, 194, 190, 186, 117, 425, 426, 427, 221, 281, 26),
 }
 _SYS_SOCKET = {"x86_64": 41, "aarch64": 198}
 _X32_SYSCALL_BIT = 0x40000000  # x86_64's x32 ABI: the same calls under other numbers
@@ -282,6 +288,14 @@ def restrict_syscalls() -> None:
     libc = _libc()
     _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(PR_SET_NO_NEW_PRIVS)")
     _check(libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "seccomp")
+
+
+def die_with_parent(parent: int) -> None:
+    """Have the kernel SIGKILL this process once its parent (pid ``parent``) dies; exit at once if
+    it already has (it died before the request could take effect)."""
+    _check(_libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent:
+        os._exit(128 + signal.SIGKILL)
 
 
 def drop_capabilities() -> None:

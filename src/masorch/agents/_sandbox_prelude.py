@@ -113,6 +113,10 @@ _READABLE = (
 )
 
 
+#: Queued signals and POSIX timers a program may hold (the host's default is thousands per user).
+_MAX_PENDING_SIGNALS = 64
+
+
 def _set_limits(config: dict[str, Any]) -> None:
     cpu = int(config["cpu_s"])
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
@@ -123,6 +127,10 @@ def _set_limits(config: dict[str, Any]) -> None:
     files = int(config["max_open_files"])
     resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # Counted per host user across user namespaces: without a cap a program could queue signals or
+    # timers, or fill message queues, until every process of the caller's user is refused them.
+    resource.setrlimit(resource.RLIMIT_SIGPENDING, (_MAX_PENDING_SIGNALS, _MAX_PENDING_SIGNALS))
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (0, 0))
     if config.get("max_processes") is not None:
         nproc = int(config["max_processes"])
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
@@ -252,8 +260,13 @@ def main() -> None:
     # The program's process writes one byte here once it is confined, just before the user's code
     # runs, and closes it: the supervisor then knows whether an exit came from setup or from the code.
     ready_read, ready_write = os.pipe()
+    supervisor = os.getpid()
     pid = os.fork()
     if pid == 0:
+        try:  # a supervisor killed outright (its caller died) takes the program with it
+            kernel.die_with_parent(supervisor)
+        except OSError as exc:
+            _setup_failed("could not tie the program to its supervisor", exc)
         os.close(ready_read)
         if status_fd is not None:
             os.close(status_fd)

@@ -23,8 +23,10 @@ Layers, from the operating system up, and what each one covers:
 * **No privilege**: the program drops every capability and sets no-new-privileges.
 * **System-call filter** (seccomp, x86_64 and aarch64, probed once per process): the kernel
   keyrings (the caller's session keyring is otherwise inherited, keys and all), SysV IPC (for
-  hosts without the IPC namespace), ``ptrace``, ``io_uring`` and sockets of any family but Unix and
-  IP (``AF_VSOCK`` reaches a VM's host, past every namespace) are refused.
+  hosts without the IPC namespace), ``ptrace``, ``io_uring``, ``execve``/``execveat`` (Landlock
+  does not see a file with no path, such as a ``memfd``), inotify (its instances are counted per
+  host user, across namespaces) and sockets of any family but Unix and IP (``AF_VSOCK`` reaches a
+  VM's host, past every namespace) are refused.
 * **Process count**: a ``pids`` cgroup (v1, or v2 where our cgroup delegates ``pids``) per run
   with ``pids.max = max_processes``, joined before anything else; it stops fork bombs, including
   as root. Where no cgroup can be made and masorch is not root, ``RLIMIT_NPROC`` inside the user
@@ -36,9 +38,16 @@ Layers, from the operating system up, and what each one covers:
   CPUs (1 by default), so a program cannot take every core from the runs beside it.
 * **Resource limits** (hard = soft + 0 or 1 so they cannot be raised): CPU seconds
   (``RLIMIT_CPU``: exit status 152 from the prelude's handler, or SIGKILL one second later for a
-  program that ignores SIGXCPU; both are ``"cpu_limit"``), file size, open files, no core dumps.
+  program that ignores SIGXCPU; both are ``"cpu_limit"``), file size, open files, no core dumps,
+  and the kernel objects counted per host user across user namespaces: queued signals and POSIX
+  timers (``RLIMIT_SIGPENDING``) and POSIX message queues (``RLIMIT_MSGQUEUE``), so a program
+  cannot use up what every process of the caller's user shares.
 * **Wall clock**: the whole process group is killed with SIGKILL at ``wall_s`` (and when the caller
   is cancelled); with the PID namespace, killing its first process kills all of them.
+* **Caller's lifetime**: the first process is started through ``setpriv --pdeathsig KILL`` (probed
+  once per process) and the program's process asks for the same from its supervisor, so a caller
+  killed outright (SIGKILL, the OOM killer, a preempted job) takes its programs with it instead of
+  leaving them to sleep past ``wall_s``, which only the caller enforces.
 * **Audit hook** (``_sandbox_prelude.py``, installed before any user code): a first layer that
   turns the common ways out (process creation, signals, sockets, ``ctypes``, raising limits, file
   access outside the allowed paths) into clear ``PermissionError``s. Audit hooks are not a
@@ -251,6 +260,29 @@ def namespace_prefix() -> tuple[str, ...]:
     return (*command, "--")
 
 
+@functools.lru_cache(maxsize=1)
+def lifetime_prefix() -> tuple[str, ...]:
+    """``setpriv --pdeathsig KILL`` where this host has it (util-linux 2.33 and newer), else ``()``.
+
+    Probed once per process: the sandbox's first process then dies with the thread that started it,
+    and with it (``unshare --kill-child``, or the program's own parent-death signal) the program.
+    """
+    setpriv = shutil.which("setpriv")
+    command = (setpriv, "--pdeathsig", "KILL") if setpriv is not None else ()
+    try:
+        probe = subprocess.run([*command, "true"], capture_output=True, timeout=10) if command else None
+    except (OSError, subprocess.TimeoutExpired):
+        probe = None
+    works = probe is not None and probe.returncode == 0
+    if not works:
+        logger.warning(
+            "sandbox: no 'setpriv --pdeathsig' on this host; a program outlives a caller that is killed "
+            "outright (its CPU limit still ends a busy one)"
+        )
+        return ()
+    return command
+
+
 def pids_cgroup_base() -> Path | None:
     """A cgroup directory under which per-run ``pids`` cgroups can be made, or None (logged once)."""
     return _cgroup_base_or_warn("pids", "process counts fall back to RLIMIT_NPROC (not enforced for root)")
@@ -427,6 +459,7 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
     limits = limits or SandboxLimits()
     # The first call probes the host (runs unshare and a probe child); keep that off the event loop.
     prefix = await asyncio.to_thread(namespace_prefix) if limits.namespaces else ()
+    lifetime = await asyncio.to_thread(lifetime_prefix)
     boundary = await asyncio.to_thread(file_boundary)
     private_root = bool(prefix) and "private_root" in boundary
     landlock = limits.landlock and "landlock" in boundary
@@ -446,12 +479,13 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
         "seccomp": seccomp,
         "audit_hook": limits.audit_hook,
     }
-    isolation = ["fresh_env", "rlimits", "process_group"]
+    isolation = ["fresh_env", "rlimits", "process_group"] + (["parent_death"] if lifetime else [])
     isolation += ["user_ns", "net_ns", "pid_ns", "ipc_ns", "uts_ns"] if prefix else []
     isolation += [name for name, on in layers.items() if on]
     root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-"))
     try:
-        Path(root, "main.py").write_text(code, encoding="utf-8")
+        # A lone surrogate (half an emoji from a JSON escape) has no UTF-8 form: written as "?".
+        Path(root, "main.py").write_text(code, encoding="utf-8", errors="replace")
         config = {
             "root": root,
             "cpu_s": _cpu_seconds(limits),
@@ -472,7 +506,7 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
         status_read, status_write = os.pipe()
         try:
             config["status_fd"] = status_write
-            argv = [*prefix, sys.executable, "-I", "-S", "-B", str(_PRELUDE), json.dumps(config)]
+            argv = [*lifetime, *prefix, sys.executable, "-I", "-S", "-B", str(_PRELUDE), json.dumps(config)]
             result = await _run(argv, root, limits, tuple(isolation), (status_read, status_write))
         finally:
             os.close(status_read)
