@@ -53,7 +53,7 @@ class ConfigModel(BaseModel):
     cross-field rules in a ``model_validator(mode="after")`` that raises UsageError itself.
     """
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
     #: The command that lists the fields: every error's hint points to it.
     show_config: ClassVar[str] = ""

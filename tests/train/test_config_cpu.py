@@ -68,6 +68,23 @@ def test_a_dotted_override_through_a_scalar_names_the_key(tmp_path: Path) -> Non
         ("train: [{kind: masbench_gen, split: bogus}]\n", r"config.train\[0\].split"),
         ("train: [{kind: masbench_gen, count: -3}]\n", r"config.train\[0\].count"),
         ("train: [{kind: dataset, name: math500-subset, scorer: nosuch}]\n", "unknown scorer 'nosuch'"),
+        # values that passed every check and failed only after the policy had loaded (or never)
+        ("train: [{kind: masbench_gen}]\ntemperature: 0\n", "config.temperature"),
+        ("train: [{kind: masbench_gen}]\ntemperature: .inf\n", "config.temperature"),
+        ("train: [{kind: masbench_gen}]\nbatch_size: 0\n", "config.batch_size"),
+        ("train: [{kind: masbench_gen}]\nplan_deadline_s: 0\n", "config.plan_deadline_s"),
+        ("train: [{kind: masbench_gen}]\nplan_max_calls: 0\n", "config.plan_max_calls"),
+        ("train: [{kind: masbench_gen}]\nlora_target_modules: []\n", "config.lora_target_modules"),
+        ("train: [{kind: masbench_gen}]\noutput_dir: ''\n", "config.output_dir"),
+        ("train: [{kind: masbench_gen}]\nreward_weights: {correctness: .nan}\n", "reward_weights"),
+        ("train: [{kind: masbench_gen}]\nreward_weights: {correctness: -1}\n", "a weight is >= 0"),
+        (
+            "train: [{kind: masbench_gen}]\nreward_weights: {correctness: 0, validity: 0, dom: 0, cost: 0}\n",
+            "every weight is 0",
+        ),
+        ("train: [{kind: masbench_gen}]\ntrl: {max_steps: 0}\n", "trl.max_steps.*`max_steps`"),
+        ("train: [{kind: masbench_gen}]\ntrl: {output_dir: elsewhere}\n", "trl.output_dir"),
+        ("train: [{kind: masbench_gen}]\ntrl: {per_device_train_batch_size: 0}\n", "`batch_size`"),
     ],
 )
 def test_bad_configs_name_the_problem(tmp_path: Path, text: str, match: str) -> None:
@@ -83,13 +100,20 @@ def test_a_run_that_cannot_start_leaves_the_previous_runs_files_alone(tmp_path: 
     out.mkdir()
     (out / "log.jsonl").write_text('{"step": 1}\n{"step": 2}\n', encoding="utf-8")
     (out / "samples.jsonl").write_text('{"step": 0}\n', encoding="utf-8")
+    # A sub-agent that needs no pulled model (an HTTP backend connects only when called).
+    subagent = "vllm:http://127.0.0.1:9/v1#m"
     cfg = TrainConfig(
-        train=[SourceConfig(kind="masbench", path=str(tmp_path / "nope.jsonl"))], output_dir=str(out)
+        train=[SourceConfig(kind="masbench", path=str(tmp_path / "nope.jsonl"))],
+        output_dir=str(out),
+        subagent=subagent,
     )
     with pytest.raises(UsageError, match=r"nope\.jsonl"):
         train_grpo(cfg)
     cfg = load_config(
-        write(tmp_path, f"train: [{{kind: masbench_gen}}]\noutput_dir: {out}\ntrl: {{bogus_key: 1}}\n")
+        write(
+            tmp_path,
+            f"train: [{{kind: masbench_gen}}]\noutput_dir: {out}\nsubagent: '{subagent}'\ntrl: {{bogus_key: 1}}\n",
+        )
     )
     with pytest.raises(UsageError, match=r"GRPOConfig refused the config.*bogus_key"):
         train_grpo(cfg)
@@ -269,3 +293,40 @@ def test_a_dotted_override_sets_one_reward_threshold_of_train_rounds(tmp_path: P
     p = write(tmp_path, "train: [{kind: masbench_gen}]\nrewards: {theta_par: 1.5}\n")
     cfg = load_rounds_config(p, {"rewards.theta_tool": 2})
     assert (cfg.rewards.theta_tool, cfg.rewards.theta_par) == (2, 1.5)
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("temperature: .inf\n", "config.temperature"),
+        ("learning_rate: .inf\n", "config.learning_rate"),
+        ("beta: .inf\n", "config.beta"),
+        ("rewards: {success: .nan}\n", "config.rewards.success"),
+        ("rewards: {success: -1}\n", "a weight is >= 0"),
+        ("rewards: {success: 0, protocol: 0, diversity: 0, efficiency: 0}\n", "every weight is 0"),
+        ("trl: {temperature: 2}\n", "trl.temperature"),
+        ("output_dir: ''\n", "config.output_dir"),
+    ],
+)
+def test_bad_rounds_configs_are_refused_on_loading(tmp_path: Path, text: str, match: str) -> None:
+    from masorch.train.rounds_config import load_rounds_config
+
+    with pytest.raises(UsageError, match=match):
+        load_rounds_config(write(tmp_path, "train: [{kind: masbench_gen}]\n" + text))
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("epochs: .nan\n", "config.epochs"),
+        ("epochs: .inf\n", "config.epochs"),
+        ("max_steps: -1\n", "max_steps must be >= 0"),
+        ("trl: {max_length: -5}\n", "trl.max_length.*`max_length`"),
+        ("trl: {num_train_epochs: 3}\n", "`epochs`"),
+    ],
+)
+def test_bad_sft_configs_are_refused_on_loading(tmp_path: Path, text: str, match: str) -> None:
+    from masorch.train.sft_config import load_sft_config
+
+    with pytest.raises(UsageError, match=match):
+        load_sft_config(write(tmp_path, "data: runs/collect/sft.jsonl\n" + text))

@@ -45,6 +45,60 @@ def check_models(models: Mapping[str, str | None]) -> None:
             raise UsageError(f"config.{key}: {exc.message}", hint=exc.hint) from None
 
 
+def check_weights(key: str, weights: Mapping[str, float]) -> None:
+    """A UsageError unless every reward weight is >= 0 and one of them is above 0."""
+    for name, weight in weights.items():
+        if weight < 0:
+            raise UsageError(
+                f"config.{key}.{name} is {weight}: a weight is >= 0",
+                hint="a component the policy should not earn gets weight 0",
+            )
+    if not any(weights.values()):
+        raise UsageError(
+            f"config.{key}: every weight is 0, so every sample earns the same reward and nothing is learnt",
+            hint="give the component that measures success a weight, e.g. 1.0",
+        )
+
+
+#: The TRL config fields masorch sets from a config field of its own (TRL name: config field);
+#: the ``trl`` pass-through may not set them, or a checked field would be silently replaced.
+COMMON_OWNED = {
+    "output_dir": "output_dir",
+    "logging_steps": "logging_steps",
+    "save_steps": "save_steps",
+    "save_strategy": "save_steps",
+    "save_total_limit": "keep_checkpoints",
+    "seed": "seed",
+    "bf16": "precision",
+    "gradient_checkpointing": "gradient_checkpointing",
+    "per_device_train_batch_size": "batch_size",
+    "max_steps": "max_steps",
+    "learning_rate": "learning_rate",
+}
+GRPO_OWNED = {
+    **COMMON_OWNED,
+    "num_generations": "num_generations",
+    "beta": "beta",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "max_completion_length": "max_completion_length",
+    "reward_weights": "reward_weights",
+}
+
+
+def check_trl(trl: Mapping[str, Any], owned: Mapping[str, str]) -> None:
+    """A UsageError naming the config field to set instead when the ``trl`` pass-through sets a TRL
+    field that masorch sets from one of its own (``owned``)."""
+    for key in trl:
+        if key in owned:
+            raise UsageError(
+                f"config.trl.{key}: masorch sets TRL's {key} from the config's own `{owned[key]}`",
+                hint=f"set `{owned[key]}` instead and remove trl.{key}",
+            )
+
+
 class SourceConfig(ConfigModel):
     """One source of prompts: a MASBench file, generated MASBench tasks, or an eval dataset."""
 
@@ -114,7 +168,9 @@ class PolicyTraining(ConfigModel):
         ),
     )
     lora_target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], description="modules LoRA adapts"
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"],
+        min_length=1,
+        description="modules LoRA adapts",
     )
     gradient_checkpointing: bool = Field(
         default=True,
@@ -242,10 +298,10 @@ class TrainConfig(PolicyTraining, PolicySampling):
     cache_mode: CacheMode = Field(
         default="read_write", description="sub-agent cache mode: read_write, replay, record or off"
     )
-    plan_max_calls: int | None = Field(default=16, ge=0, description="per-plan budget: sub-agent calls")
+    plan_max_calls: int | None = Field(default=16, ge=1, description="per-plan budget: sub-agent calls")
     plan_max_tokens: int | None = Field(default=None, ge=0, description="per-plan budget: sub-agent tokens")
     plan_deadline_s: float | None = Field(
-        default=180.0, ge=0, description="per-plan wall-clock deadline (seconds)"
+        default=180.0, gt=0, description="per-plan wall-clock deadline (seconds)"
     )
     concurrency: int = Field(default=4, ge=1, description="sampled plans executed at once")
     # -- reward --
@@ -265,7 +321,7 @@ class TrainConfig(PolicyTraining, PolicySampling):
     # -- GRPO (TRL) --
     num_generations: int = Field(default=4, description="K: plans sampled per prompt (the GRPO group)")
     batch_size: int = Field(
-        default=4, description="completions per optimisation step (a multiple of num_generations)"
+        default=4, ge=1, description="completions per optimisation step (a multiple of num_generations)"
     )
     max_steps: int = Field(default=20, ge=1, description="optimisation steps")
     learning_rate: float = Field(
@@ -280,9 +336,11 @@ class TrainConfig(PolicyTraining, PolicySampling):
         allow_inf_nan=False,
         description="KL coefficient (0: no reference model, as in recent GRPO practice)",
     )
-    temperature: float = Field(default=1.0, ge=0, description="sampling temperature of the K plans")
+    temperature: float = Field(default=1.0, gt=0, description="sampling temperature of the K plans")
     max_completion_length: int = Field(default=160, ge=1, description="token cap of a sampled plan")
-    output_dir: str = Field(default="runs/grpo", description="where checkpoints, logs and the final model go")
+    output_dir: str = Field(
+        default="runs/grpo", min_length=1, description="where checkpoints, logs and the final model go"
+    )
     trl: dict[str, Any] = Field(
         default_factory=dict, description="extra GRPOConfig fields passed through unchanged (see TRL's docs)"
     )
@@ -301,6 +359,8 @@ class TrainConfig(PolicyTraining, PolicySampling):
                 f"config.reward_weights: unknown component {unknown[0]!r}",
                 hint=f"components: {', '.join(DEFAULT_WEIGHTS)}",
             )
+        check_weights("reward_weights", self.reward_weights)
+        check_trl(self.trl, GRPO_OWNED)
         if self.num_generations < 2:
             raise UsageError(
                 "num_generations must be >= 2: GRPO compares plans within a group", hint="e.g. 4"

@@ -17,7 +17,15 @@ from masorch.config import ConfigModel, describe_fields
 from masorch.errors import UsageError
 from masorch.run.budget import Budget
 from masorch.run.round_exec import RoundsOptions
-from masorch.train.config import PolicySampling, PolicyTraining, SourceConfig, check_models
+from masorch.train.config import (
+    GRPO_OWNED,
+    PolicySampling,
+    PolicyTraining,
+    SourceConfig,
+    check_models,
+    check_trl,
+    check_weights,
+)
 
 
 class RoundsRewardConfig(ConfigModel):
@@ -154,7 +162,7 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
         description="tokens of a whole trajectory after the prompt: turns and tool results",
     )
     output_dir: str = Field(
-        default="runs/rounds-grpo", description="where the log, samples and final model go"
+        default="runs/rounds-grpo", min_length=1, description="where the log, samples and final model go"
     )
     trl: dict[str, Any] = Field(
         default_factory=dict, description="extra GRPOConfig fields, passed through (e.g. use_vllm: true)"
@@ -163,6 +171,8 @@ class RoundsTrainConfig(PolicyTraining, PolicySampling):
     @model_validator(mode="after")
     def _groups_fit(self) -> RoundsTrainConfig:
         check_models({"subagent": self.subagent, "synthesis": self.synthesis})
+        check_weights("rewards", self.rewards.weights())
+        check_trl(self.trl, {**GRPO_OWNED, "gradient_accumulation_steps": "gradient_accumulation_steps"})
         per_step = self.batch_size * self.gradient_accumulation_steps
         if per_step % self.num_generations:
             raise ValueError(

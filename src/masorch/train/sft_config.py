@@ -15,7 +15,7 @@ from pydantic import Field, model_validator
 
 from masorch.config import describe_fields
 from masorch.errors import UsageError
-from masorch.train.config import PolicyTraining
+from masorch.train.config import COMMON_OWNED, PolicyTraining, check_trl
 
 
 class SftConfig(PolicyTraining):
@@ -38,7 +38,9 @@ class SftConfig(PolicyTraining):
     max_steps: int = Field(default=0, description="optimisation steps (0: run `epochs`)")
     batch_size: int = Field(default=1, description="trajectories per device step")
     gradient_accumulation_steps: int = Field(default=4, description="device steps per optimisation step")
-    output_dir: str = Field(default="runs/sft", description="where checkpoints, logs and the final model go")
+    output_dir: str = Field(
+        default="runs/sft", min_length=1, description="where checkpoints, logs and the final model go"
+    )
     trl: dict[str, Any] = Field(
         default_factory=dict, description="extra SFTConfig fields passed through unchanged (see TRL's docs)"
     )
@@ -50,10 +52,23 @@ class SftConfig(PolicyTraining):
         for name in ("max_length", "batch_size", "gradient_accumulation_steps"):
             if getattr(self, name) < 1:
                 raise UsageError(f"{name} must be >= 1, got {getattr(self, name)}", hint=f"{name}: 1")
-        if self.max_steps < 0 or (self.max_steps == 0 and self.epochs <= 0):
+        if self.max_steps < 0:
+            raise UsageError(
+                f"max_steps must be >= 0, got {self.max_steps}", hint="max_steps: 100, or 0 to run `epochs`"
+            )
+        if self.max_steps == 0 and self.epochs <= 0:
             raise UsageError(
                 "nothing to train: max_steps 0 and epochs <= 0", hint="max_steps: 100 or epochs: 1"
             )
+        check_trl(
+            self.trl,
+            {
+                **COMMON_OWNED,
+                "gradient_accumulation_steps": "gradient_accumulation_steps",
+                "num_train_epochs": "epochs",
+                "max_length": "max_length",
+            },
+        )
         return self
 
     @property
