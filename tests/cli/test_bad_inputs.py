@@ -527,7 +527,35 @@ BAD_TRAININGS: dict[str, tuple[str, str, str]] = {
         "output_dir: OUT\n",
         "unknown dataset 'nosuchdataset'",
     ),
+    "grpo a directory that holds no model": (
+        "grpo",
+        f"model: EMPTY\nsubagent: {DEAD_TEACHER}\ntrain: [{{kind: dataset, name: math500-subset}}]\n"
+        "output_dir: OUT\n",
+        "a directory without config.json",
+    ),
+    "grpo a served model as the policy": (
+        "grpo",
+        f"model: 'openai:gpt-4o-mini'\nsubagent: {DEAD_TEACHER}\n"
+        "train: [{kind: dataset, name: math500-subset}]\noutput_dir: OUT\n",
+        "a served model's string",
+    ),
     "sft a missing model directory": ("sft", "model: NOWHERE\ndata: ONE\noutput_dir: OUT\n", "no model at"),
+    "sft data that is not UTF-8": ("sft", "model: org/model\ndata: LATIN1\noutput_dir: OUT\n", "UTF-8"),
+    "sft data with no trajectory": (
+        "sft",
+        "model: org/model\ndata: EMPTYFILE\noutput_dir: OUT\n",
+        "no trajectories",
+    ),
+    "sft messages that are not a list": (
+        "sft",
+        "model: org/model\ndata: NOTALIST\noutput_dir: OUT\n",
+        "`messages` is not a list of chat messages",
+    ),
+    "sft an output_dir under a file": (
+        "sft",
+        "model: org/model\ndata: GOOD\noutput_dir: ONE/x\n",
+        "cannot be written",
+    ),
     "sft missing data": ("sft", "model: org/model\ndata: NOWHERE.jsonl\noutput_dir: OUT\n", "no SFT data"),
     "rounds a missing model directory": (
         "rounds",
@@ -550,6 +578,19 @@ def test_a_training_refused_at_its_start_writes_nothing(command, config, text, f
         pytest.importorskip("trl")
     out = tmp_path / "out"
     path = tmp_path / "train.yaml"
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"messages": [{"role": "user", "content": "caf\xe9"}]}\n')
+    (tmp_path / "empty.jsonl").write_text("\n")
+    (tmp_path / "notalist.jsonl").write_text('{"messages": "notalist"}\n')
+    (tmp_path / "good.jsonl").write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    for name, file in (
+        ("LATIN1", "latin1"),
+        ("EMPTYFILE", "empty"),
+        ("NOTALIST", "notalist"),
+        ("GOOD", "good"),
+    ):
+        config = config.replace(name, str(tmp_path / f"{file}.jsonl"))
+    config = config.replace("EMPTY", str(tmp_path / "empty"))
     config = config.replace("NOWHERE", str(tmp_path / "nowhere")).replace("ONE", str(files["one"]))
     path.write_text(config.replace("OUT", str(out)))
     assert main(["train", command, "--config", str(path)]) == 2

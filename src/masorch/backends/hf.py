@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -61,6 +62,15 @@ def resolve_model(spec: str, models_dir: Path | None = None) -> ModelSource:
     return ModelSource(spec)
 
 
+def _model_dir_problem(where: Path) -> str | None:
+    """Why the directory ``where`` holds no model transformers can load (None: it does)."""
+    if (where / "config.json").is_file() or (where / "adapter_config.json").is_file():
+        return None
+    inside = [d.name for d in (where / "final", *sorted(where.glob("checkpoint-*"))) if d.is_dir()]
+    found = f"; it holds {', '.join(inside[:3])}: give one of those" if inside else ""
+    return f"a directory without config.json or adapter_config.json (not a model directory){found}"
+
+
 def check_model_source(spec: str, models_dir: Path | None = None) -> None:
     """A UsageError where ``spec`` names weights this machine lacks: an embedded model not pulled, or
     a ``.gguf`` file or model directory that does not exist. Training checks this before it builds
@@ -75,9 +85,11 @@ def check_model_source(spec: str, models_dir: Path | None = None) -> None:
     if src.is_gguf:
         problem = None if (where / str(src.gguf_file)).is_file() else "no such file"
     elif where.is_dir():
-        problem = None
+        problem = _model_dir_problem(where)
     elif where.exists():
         problem = "a file, not a model directory"
+    elif re.match(r"[a-z]+:", spec):  # openai:gpt-4o, vllm:http://...: served, not weights
+        problem = "a served model's string, not weights this machine can train"
     else:  # a hub id has no leading /, . or ~ and one slash at most
         hub_id = not spec.startswith(("/", ".", "~")) and spec.count("/") <= 1
         problem = None if hub_id else "no such directory"
@@ -218,7 +230,7 @@ def load_policy(spec: str, *, models_dir: Path | None = None, dtype: str = "fp32
         # (wrongly: the weights are dequantised to plain tensors either way) that it stays packed.
         load_dtype = torch.float32 if src.is_gguf else torch_dtype
         model = AutoModelForCausalLM.from_pretrained(src.location, dtype=load_dtype, **kwargs)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: transformers' word for a malformed directory
         raise UsageError(
             f"cannot load the model {spec!r}: {exc}",
             hint="give local:<embedded name>, a .gguf file or a Hugging Face model directory",

@@ -25,6 +25,7 @@ from masorch.train.trainer_parts import (
     LOG_FILE,
     REPORT_FILE,
     begin_sitting,
+    check_output_dir,
     common_args,
     log_callback,
     lora_config,
@@ -93,7 +94,13 @@ def train_sft(
     t_start = time.monotonic()
     if policy is None:
         check_model_source(cfg.model)
+    check_output_dir(out)
     records = list(read_records(cfg.data_path))
+    if not records:
+        raise UsageError(
+            f"{cfg.data_path} holds no trajectories",
+            hint="`masorch train collect` writes them; check that it kept some (its report says how many)",
+        )
     precision, weights_dtype = precisions(cfg.precision, cfg.lora)
     args = _sft_args(cfg, precision)  # TRL's checks of the config, before a model loads
     model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)

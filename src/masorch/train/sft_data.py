@@ -17,7 +17,6 @@ checks it); one that does not is a UsageError, never a silently wrong mask.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any
 
 from masorch.backends.chat import arguments_object
 from masorch.errors import UsageError
+from masorch.files import iter_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -124,26 +124,22 @@ def loss_text(tokenizer: Any, example: Mapping[str, Sequence[int]]) -> str:
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """The records of an ``sft.jsonl`` file (or of ``DIR/sft.jsonl`` for a collect output directory)."""
+    """The records of an ``sft.jsonl`` file (or of ``DIR/sft.jsonl`` for a collect output directory),
+    read by the one bounded JSONL reader; a record whose ``messages`` is not a list of chat
+    messages is a UsageError naming its line."""
     if path.is_dir():
         path = path / "sft.jsonl"
     if not path.is_file():
         raise UsageError(
             f"no SFT data at {path}", hint="give the sft.jsonl that `masorch train collect` wrote"
         )
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(
-                f"{path} line {n} is not JSON: {exc}", hint="rerun `masorch train collect`"
-            ) from None
-        if not isinstance(record, dict) or "messages" not in record:
-            raise UsageError(
-                f"{path} line {n} has no messages", hint="give a file `masorch train collect` wrote"
-            )
+    hint = "give a file `masorch train collect` wrote (or rerun it)"
+    for n, record in iter_jsonl(path, what="SFT data", item="a trajectory", hint=hint):
+        messages = record.get("messages")
+        if not isinstance(messages, list) or not all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) for m in messages
+        ):
+            raise UsageError(f"{path} line {n}: `messages` is not a list of chat messages", hint=hint)
         yield record
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -181,6 +182,19 @@ class Sitting:
 
     checkpoint: Path | None = None
     step: int = 0
+
+
+def check_output_dir(out: Path) -> None:
+    """A UsageError unless ``out`` is a directory, or can be made as one, that this process may write
+    in; nothing is created (a run refused later leaves no empty directory behind)."""
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"output_dir {out} is a file, not a directory", hint="choose another output_dir")
+    existing = next(p for p in (out, *out.absolute().parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(
+            f"output_dir {out} cannot be written ({existing} is not a writable directory)",
+            hint="choose an output_dir in a writable place",
+        )
 
 
 def begin_sitting(out: Path, step_files: Mapping[str, int], *, resume: bool) -> Sitting:
