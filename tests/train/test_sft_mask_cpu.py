@@ -129,7 +129,7 @@ def test_long_trajectories_are_left_out_and_records_are_read(tmp_path: Path) -> 
     (tmp_path / "sft.jsonl").write_text(json.dumps(RECORD) + "\n")
     assert list(read_records(tmp_path)) == [RECORD]
     (tmp_path / "sft.jsonl").write_text('{"id": 1}\n')
-    with pytest.raises(UsageError, match="no messages"):
+    with pytest.raises(UsageError, match="`messages` is not a list of chat messages"):
         list(read_records(tmp_path / "sft.jsonl"))
 
 
