@@ -119,6 +119,26 @@ def test_retry_failed_reruns_only_failed_samples(tmp_path: Path) -> None:
     assert [r["status"] for r in records] == ["ok"] * 4
 
 
+def test_retry_failed_reruns_the_samples_a_dead_endpoint_ended_in_error(tmp_path: Path) -> None:
+    # A model call that fails (a dead endpoint, a server error) ends the run with status "error",
+    # not "failed": retrying must reach those, and leave the wrong answers alone.
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 4)))
+    systems = parse_systems("sas:cot", model="scripted:m")
+    dead = EnvSpec(
+        backend_factory=SumBackendFactory(wrong_every=2, fail_items=[1, 3]), scorer_factory=scorer_factory
+    )
+    first = evaluate(systems, [data], tmp_path / "o", env_spec=dead)
+    _, records = RunLog.read(tmp_path / "o")
+    assert sorted(r["status"] for r in records) == ["error", "error", "ok", "ok"]
+    good = EnvSpec(backend_factory=SumBackendFactory(wrong_every=2), scorer_factory=scorer_factory)
+    fixed = evaluate(
+        systems, [data], tmp_path / "o", options=EvalOptions(resume=True, retry_failed=True), env_spec=good
+    )
+    _, records = RunLog.read(tmp_path / "o")
+    assert [r["status"] for r in records] == ["ok"] * 4
+    assert fixed.done == 4 and first.correct == fixed.correct - 2
+
+
 def test_a_run_begun_before_a_system_field_existed_resumes(tmp_path: Path) -> None:
     data = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))
     env = EnvSpec(backend_factory=SumBackendFactory(), scorer_factory=scorer_factory)

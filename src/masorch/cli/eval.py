@@ -132,7 +132,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             "math500-subset or masbench:depth; repeatable). Changes the order only.",
         ),
         retry_failed: bool = typer.Option(
-            False, "--retry-failed", help="With --resume: rerun failed samples."
+            False,
+            "--retry-failed",
+            help="With --resume: rerun the samples that ended in error (status error or failed).",
         ),
         cache: Path | None = typer.Option(None, "--cache", help="SQLite record/replay cache of LLM calls."),  # noqa: B008
         data_cache: Path | None = typer.Option(None, "--data-cache", help="Dataset cache directory."),  # noqa: B008
@@ -231,7 +233,8 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         )
         if tally.errors:  # a dead endpoint must not pass for a clean run whose answers were wrong
             console.print(
-                f"{tally.errors} of {tally.done} samples ended in error; first: {tally.first_error}",
+                f"{tally.errors} of {tally.done} samples ended in error; first: {tally.first_error}\n"
+                "hint: once the cause is fixed, the same command with --resume --retry-failed reruns them",
                 markup=False,
                 soft_wrap=True,
             )

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from masorch.eval.datasets import Sample
 from masorch.eval.item import Recorder, WorkItem, failed_record, regrade_all, run_item, work_items
-from masorch.eval.log import HARNESS_FAILED, LOG_FILE, RunLog
+from masorch.eval.log import ERROR_STATUSES, LOG_FILE, RunLog
 from masorch.eval.sources import DataSource
 from masorch.redact import redact
 from masorch.run.environment import Environment, EnvSpec
@@ -50,7 +50,6 @@ TRACE_FILE = "traces.jsonl"
 
 
 #: The statuses of a sample that ended in an error (a run's, or the harness's ``failed``), not a verdict.
-ERROR_STATUSES = ("error", HARNESS_FAILED)
 
 
 @dataclass

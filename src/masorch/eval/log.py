@@ -28,6 +28,8 @@ LOG_FILE = "log.jsonl"
 LOG_VERSION = 1
 #: Statuses of a sample that did not produce a scored answer because the harness itself failed.
 HARNESS_FAILED = "failed"
+#: The statuses of a sample that ended in error rather than with an answer, right or wrong.
+ERROR_STATUSES = ("error", HARNESS_FAILED)
 #: The largest run log read back (a 16,000-sample run is about 40 MB).
 MAX_LOG_BYTES = 1 << 30
 
@@ -174,8 +176,9 @@ class RunLog:
             return latest(self._records)
 
     def done_keys(self, *, retry_failed: bool = False) -> set[str]:
-        """Keys with a record; with ``retry_failed``, harness failures are not counted as done."""
-        return {r["key"] for r in self.records if not (retry_failed and r.get("status") == HARNESS_FAILED)}
+        """Keys with a record; with ``retry_failed``, a sample that ended in error (a run's ``error``,
+        a harness failure: a dead endpoint gives both) is not counted as done."""
+        return {r["key"] for r in self.records if not (retry_failed and r.get("status") in ERROR_STATUSES)}
 
     def append(self, record: Mapping[str, Any]) -> None:
         """Write one sample record as a line and flush it to the OS at once."""
