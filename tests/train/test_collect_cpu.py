@@ -451,6 +451,28 @@ def test_cli_collect_with_progress(tmp_path: Path) -> None:
     assert (tmp_path / "cli" / DATASET_FILE).is_file()
 
 
+def test_a_dead_teacher_is_reported_with_the_way_to_retry(tmp_path: Path) -> None:
+    models = Models()
+    models.teacher = ScriptedBackend(
+        lambda m, c: BackendError("connection to http://127.0.0.1:9/v1 failed"), name="teacher"
+    )
+    app = typer.Typer()
+    register(app, collect_env=lambda cfg: env_spec(cfg, backend_factory=models))
+    p = tmp_path / "collect.yaml"
+    p.write_text(
+        "teacher: scripted:teacher\nsubagent: scripted:sub\n"
+        f"data: [{{spec: {data_file(tmp_path)}, scorer: exact}}]\n"
+        f"samples: 1\nfault_rate: 0\nmax_tool_share: 1.0\noutput_dir: {tmp_path / 'cli'}\n"
+    )
+    result = CliRunner().invoke(app, ["train", "collect", "--config", str(p)])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert "3 of 3 attempts ended in error; first:" in text and "connection to" in text, text
+    assert "--set retry_errors=true" in text
+    summary = json.loads((tmp_path / "cli" / "summary.json").read_text())
+    assert summary["attempts_errored"] == 3
+
+
 def test_the_state_of_a_collection_part_way_and_at_its_end(tmp_path: Path) -> None:
     cfg = config(tmp_path, stop_when_recovered=False)
     with pytest.raises(UsageError, match="no attempts"):

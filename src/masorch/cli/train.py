@@ -156,6 +156,14 @@ def _collect_with_progress(console: Console, cfg: Any, spec: Any) -> None:
         f"{s['attempts_correct']}/{s['attempts']} attempts correct; tool shares {s['tool_shares_kept']}"
     )
     console.print(f"dataset {report.dataset}; summary {report.summary_path}")
+    if s["attempts_errored"]:  # a dead teacher must not pass for questions it could not answer
+        console.print(
+            f"{s['attempts_errored']} of {s['attempts']} attempts ended in error; first: {s['first_error']}\n"
+            "hint: they count as done; once the cause is fixed, the same command with "
+            "--set retry_errors=true samples them again",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _print_numbers(console: Console, line: dict[str, Any], keys: tuple[str, ...]) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.files import atomic_writer, replacing
+from masorch.redact import redact
 from masorch.train.collect_config import CollectConfig
 from masorch.train.collect_select import Attempt, Selection, protocol_errors, recovered, tool_shares
 
@@ -117,6 +118,7 @@ def summarize(
     for a in attempts:
         statuses.update(a.get("statuses", {}))
     correct = [a for a in attempts if a.get("correct")]
+    errored = [a for a in attempts if a.get("status") == "error"]
     return {
         "teacher": cfg.teacher,
         "samples_per_question": cfg.samples,
@@ -128,6 +130,9 @@ def summarize(
         "attempts_correct": len(correct),
         "attempts_recovered": sum(1 for a in attempts if recovered(a)),
         "attempts_with_protocol_errors": sum(1 for a in attempts if protocol_errors(a)),
+        # an attempt that ended in error (a dead teacher endpoint) is no evidence about the question
+        "attempts_errored": len(errored),
+        "first_error": redact(str(errored[0].get("error") or "(no message)")) if errored else "",
         "questions_without_correct": selection.questions_without_correct,
         "kept": len(kept),
         "kept_recovered": sum(1 for a in kept if recovered(a)),
