@@ -184,6 +184,12 @@ systems:
     with pytest.raises(UsageError, match="unknown key system 'sas:cot': modle") as caught:
         systems_from_yaml("systems: [{system: sas:cot, modle: x}]")
     assert "did you mean 'model'" in (caught.value.hint or "")
+    # a misspelt top-level key would silently drop what it holds (here the budget of every system)
+    with pytest.raises(UsageError, match="unknown key 'default': did you mean 'defaults'"):
+        systems_from_yaml("systems: [sas:cot]\ndefault: {model: m, budget: {calls: 0}}")
+    for budget in ("{cost: .nan}", "{wall_s: .inf}", "{cost: .inf}"):
+        with pytest.raises(UsageError, match="must be a finite number >= 0"):
+            systems_from_yaml(f"systems: [sas:cot]\ndefaults: {{model: m, budget: {budget}}}")
 
 
 def test_first_runs_a_dataset_before_the_others_and_a_resume_keeps_its_records(tmp_path: Path) -> None:

@@ -7,6 +7,10 @@ from typing import Annotated
 
 import typer
 
+#: The most samples (eval) or runs (serve) in flight: each is a coroutine made up front, so a huge
+#: value would stall the start and eat memory before any work.
+MAX_CONCURRENCY = 1024
+
 Threads = Annotated[
     int | None,
     typer.Option("--threads", min=1, help="CPU threads of an embedded (local:) model (default: all cores)."),

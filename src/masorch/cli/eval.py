@@ -19,7 +19,7 @@ from rich.console import Console
 
 from masorch.agents.signatures import AgentProfileName, agent_profile_name
 from masorch.backends.prices import PricedFactory, price_table
-from masorch.cli._options import Ctx, PriceFiles, PriceFlags, Slots, Threads
+from masorch.cli._options import MAX_CONCURRENCY, Ctx, PriceFiles, PriceFlags, Slots, Threads
 from masorch.cli._progress import counting_progress
 from masorch.errors import UsageError
 from masorch.eval.datasets.custom import FieldMap
@@ -123,7 +123,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         threads: Threads = None,
         slots: Slots = None,
         ctx: Ctx = None,
-        concurrency: int = typer.Option(8, "--concurrency", min=1, help="Samples in flight."),
+        concurrency: int = typer.Option(
+            8, "--concurrency", min=1, max=MAX_CONCURRENCY, help="Samples in flight."
+        ),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in --out."),
         first: list[str] = typer.Option(  # noqa: B008
             [],

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from masorch.cli._options import Ctx, PriceFiles, PriceFlags, Slots, Threads
+from masorch.cli._options import MAX_CONCURRENCY, Ctx, PriceFiles, PriceFlags, Slots, Threads
 from masorch.errors import UsageError, require_extra
 from masorch.listen import LOOPBACK_HOSTS, bind_sockets, check_host, is_loopback
 from masorch.redact import redact
@@ -47,7 +47,9 @@ def register(app: typer.Typer) -> None:
         token: str | None = typer.Option(
             None, "--token", help=f"Bearer token clients send (or ${TOKEN_ENV})."
         ),
-        concurrency: int = typer.Option(4, "--concurrency", min=1, help="Runs at once; more requests wait."),
+        concurrency: int = typer.Option(
+            4, "--concurrency", min=1, max=MAX_CONCURRENCY, help="Runs at once; more requests wait."
+        ),
         max_waiting: int = typer.Option(
             64, "--max-waiting", min=0, help="Requests that may wait for a run; more get 503."
         ),

@@ -15,6 +15,7 @@ a YAML file, with the same field names as :class:`~masorch.run.system.System`::
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -60,11 +61,23 @@ def _entry(entry: Any, defaults: Mapping[str, Any]) -> System:
     return System.parse(entry["system"], **{str(k): v for k, v in merged.items() if v is not None})
 
 
+#: The top-level keys of a systems file (``prices:`` is read by :mod:`masorch.backends.prices`).
+SYSTEMS_FILE_KEYS = ("systems", "defaults", "prices")
+
+
 def systems_from_yaml(text: str, **overrides: Any) -> list[System]:
     """The systems of a YAML config (see the module docs); ``overrides`` replace its defaults."""
     data = load_yaml(text, what="systems file")
     if not isinstance(data, Mapping) or not isinstance(data.get("systems"), list):
         raise UsageError("the systems file has no `systems:` list", hint="see docs/eval.md for the layout")
+    unknown = sorted(str(k) for k in data if k not in SYSTEMS_FILE_KEYS)
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], SYSTEMS_FILE_KEYS, n=1)
+        raise UsageError(
+            f"the systems file has an unknown key {unknown[0]!r}"
+            + (f": did you mean {close[0]!r}?" if close else ""),
+            hint=f"its keys are {', '.join(SYSTEMS_FILE_KEYS)} (see docs/eval.md)",
+        )
     if not isinstance(data.get("defaults") or {}, Mapping):
         raise UsageError("the systems file's `defaults:` is not a mapping", hint="write key: value lines")
     defaults = dict(data.get("defaults") or {})

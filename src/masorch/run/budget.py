@@ -21,6 +21,7 @@ spent" is a stable state (:meth:`Ledger.exhausted`).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -45,10 +46,12 @@ class Budget:
     def __post_init__(self) -> None:
         for name in ("max_calls", "max_tokens", "max_cost", "max_wall_s"):
             value = getattr(self, name)
-            if value is not None and value < 0:
+            if value is not None and not (0 <= value < math.inf):  # NaN fails both comparisons
                 from masorch.errors import UsageError
 
-                raise UsageError(f"budget {name} must be >= 0, got {value}", hint="use None for no limit")
+                raise UsageError(
+                    f"budget {name} must be a finite number >= 0, got {value}", hint="use None for no limit"
+                )
 
     def describe(self) -> str:
         """A short human-readable summary, e.g. ``'20 calls, 50000 tokens'`` or ``'unlimited'``."""
