@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import time
 import tracemalloc
 
@@ -11,6 +13,7 @@ from masorch.errors import UsageError
 from masorch.eval.systems import load_systems_file, systems_from_yaml
 from masorch.files import (
     MAX_YAML_NODES,
+    atomic_writer,
     iter_jsonl,
     iter_line_spans,
     iter_lines,
@@ -164,3 +167,21 @@ def test_line_spans_give_byte_ranges_and_skip_a_torn_tail_on_request(tmp_path):
     assert [n for n, _ in iter_jsonl(path, hint="h", complete_only=True)] == [1, 2]
     with pytest.raises(UsageError, match=r"x.jsonl:3: not JSON"):
         list(iter_jsonl(path, hint="h"))
+
+
+def test_a_replaced_file_gets_the_mode_a_plain_write_would_give(tmp_path):
+    # mkstemp's 0600 must not leak: a report or a page written for others to read stays readable.
+    old = os.umask(0o022)
+    try:
+        new = tmp_path / "new.md"
+        with atomic_writer(new, "w") as fh:
+            fh.write("x")
+        assert stat.S_IMODE(new.stat().st_mode) == 0o644
+        shared = tmp_path / "shared.md"
+        shared.write_text("old")
+        shared.chmod(0o664)
+        with atomic_writer(shared, "w") as fh:
+            fh.write("new")
+        assert stat.S_IMODE(shared.stat().st_mode) == 0o664 and shared.read_text() == "new"
+    finally:
+        os.umask(old)

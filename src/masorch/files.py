@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -393,9 +394,28 @@ def replacing(target: str | Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        # mkstemp makes 0600; the result gets what a plain open would: the replaced file's mode, or
+        # 0666 less the umask for a new file.
+        try:
+            mode = stat.S_IMODE(target.stat().st_mode)
+        except OSError:
+            mode = 0o666 & ~_umask()
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _umask() -> int:
+    """This process's umask, read without changing it (``os.umask`` sets it, for every thread)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
 
 
 @contextmanager
