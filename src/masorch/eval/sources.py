@@ -192,7 +192,12 @@ class _Rows:
 
 
 def resolve_all(specs: Sequence[str], **kwargs: Any) -> list[DataSource]:
-    """:func:`resolve` for each spec (same keyword arguments); labels must be distinct."""
+    """:func:`resolve` for each spec (same keyword arguments); labels must be distinct, and there
+    is at least one (a run of no data would write a log that no corrected command could resume)."""
+    if not specs:
+        raise UsageError(
+            "--data names no dataset", hint="e.g. --data math500-subset, or a file: --data questions.jsonl"
+        )
     sources = [resolve(s, **kwargs) for s in specs]
     for src in sources:
         if not src.samples:
