@@ -95,6 +95,18 @@ async def test_permanent_fault_fails_at_once(fault: str, code: str) -> None:
     assert "after 1 attempt)" in info.value.message and info.value.attempts == 1
 
 
+@pytest.mark.parametrize(
+    ("provider", "key"), [("openai", "MASORCH_OPENAI_API_KEY"), ("vllm", "MASORCH_VLLM_API_KEY")]
+)
+async def test_a_refused_key_names_the_variable_its_provider_reads(provider: str, key: str) -> None:
+    with LoopbackServer(faults=FaultPlan(schedule=("401",))) as server:  # type: ignore[arg-type]
+        b = backend(server, provider=provider)
+        with pytest.raises(BackendError) as info:
+            await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+    assert key in (info.value.hint or "")
+
+
 @pytest.mark.timeout(120)
 async def test_many_concurrent_calls_with_random_faults_all_end_and_attempts_add_up() -> None:
     plan = FaultPlan(rate=0.3, seed=7)

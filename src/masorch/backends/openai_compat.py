@@ -512,7 +512,11 @@ class OpenAIBackend:
         elif status in (401, 403):
             err = BackendError(
                 f"not authorised (HTTP {status}): {detail}",
-                hint="set MASORCH_OPENAI_API_KEY (or OPENAI_API_KEY) to a valid key",
+                hint=(
+                    "set MASORCH_VLLM_API_KEY to the server's key"
+                    if self._model_id.startswith("vllm:")
+                    else "set MASORCH_OPENAI_API_KEY (or OPENAI_API_KEY) to a valid key"
+                ),
                 code="backend_auth",
                 retryable=False,
             )

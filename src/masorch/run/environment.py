@@ -216,7 +216,8 @@ class Environment:
             plan = self._plans[system.name]
         if retriever is not None and system.variant not in self.offered_agents(retriever=retriever):
             needs = {
-                "search": "give it a corpus to search (--corpus, or a dataset with one)",
+                "search": "give it a corpus to search (masorch run --corpus FILE; in an eval, a dataset "
+                "that has one, such as hotpotqa)",
                 "python": "its sandbox lacks a boundary on this host (the warning logged above; "
                 "docs/agents.md, Known limits)",
             }
