@@ -315,8 +315,8 @@ CASES: list[tuple[str, Case, int, str]] = [
     ("view a missing path", lambda f, d: ["view", str(d / "absent")], 2, "no such file or directory"),
     ("view a binary file", lambda f, d: ["view", str(f["binary_jsonl"])], 2, "is binary"),
     ("view a garbage run log", lambda f, d: ["view", str(f["garbage_log_dir"])], 2, "not JSON"),
-    ("eval run --data ''", lambda f, d: [*EVAL, "--data", "", "--out", str(d / "o")], 2, "names no dataset"),
-    ("eval run --data ','", lambda f, d: [*EVAL, "--data", ",", "--out", str(d / "o")], 2, "names no dataset"),
+    ("eval run --data ''", lambda f, d: [*EVAL, "--data", "", "--out", str(d)], 2, "names no dataset"),
+    ("eval run --data ','", lambda f, d: [*EVAL, "--data", ",", "--out", str(d)], 2, "names no dataset"),
     ("view a plain file", lambda f, d: ["view", str(f["a_file"])], 2, "not a masorch trace"),
     ("view a bad port", lambda f, d: ["view", str(d), "--port", "70000"], 2, "is not a port"),
     (

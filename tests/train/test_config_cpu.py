@@ -112,7 +112,8 @@ def test_a_run_that_cannot_start_leaves_the_previous_runs_files_alone(tmp_path: 
     cfg = load_config(
         write(
             tmp_path,
-            f"train: [{{kind: masbench_gen}}]\noutput_dir: {out}\nsubagent: '{subagent}'\ntrl: {{bogus_key: 1}}\n",
+            f"train: [{{kind: masbench_gen}}]\noutput_dir: {out}\nsubagent: '{subagent}'\n"
+            "trl: {bogus_key: 1}\n",
         )
     )
     with pytest.raises(UsageError, match=r"GRPOConfig refused the config.*bogus_key"):
