@@ -410,6 +410,19 @@ FAILED_STARTS: dict[str, tuple[list[str], str]] = {
         ["--config", "BAD_PARAMS", "--model", DEAD, "--ray", "local"],
         "n must be at least 1",
     ),
+    "a missing prompt file": (
+        [
+            "--systems",
+            "mas:high",
+            "--model",
+            DEAD,
+            "--prompt",
+            "official",
+            "--prompt-file",
+            "/nonexistent.yaml",
+        ],
+        "system 'mas:high' prompt_file:",
+    ),
     "--ray bogus": (
         ["--systems", "sas:cot", "--model", DEAD, "--ray", "bogus"],
         "--ray 'bogus' is not a Ray cluster address hint: use --ray local, or a cluster's address: "

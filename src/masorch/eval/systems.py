@@ -113,7 +113,8 @@ def check_systems(
     """A UsageError, before anything runs or is written, for a model string that cannot build a
     backend (``extra_models`` too, e.g. a scorer's judge), an agent model or a tool cost naming no
     kind or tool of the ``agent_profile`` agents: each would fail every sample, or every request,
-    one by one. The error names the system and its field.
+    one by one; likewise a ``prompt_file`` that is missing or malformed. The error names the system
+    and its field.
 
     >>> check_systems(parse_systems("sas:cot", model="foo"))
     Traceback (most recent call last):
@@ -121,7 +122,9 @@ def check_systems(
     """
     from masorch.agents.registry import default_registry
     from masorch.backends.registry import check_model_string
+    from masorch.plan.model import DoM
     from masorch.run.lifecycle import check_agent_models
+    from masorch.run.official import load_prompt_file
     from masorch.run.round_calls import check_tool_costs
 
     # A malformed model string may be a key given to the wrong flag: the check echoes none of it.
@@ -133,6 +136,9 @@ def check_systems(
             _in_system(f"system {s.label!r} {role}", check_model_string, spec, buildable=True)
         _in_system(f"system {s.label!r}", check_agent_models, s.agent_models, registry)
         _in_system(f"system {s.label!r}", check_tool_costs, s.tool_costs, registry.catalogue())
+        if s.prompt_file is not None:  # read by every sample's orchestrator: a bad one fails them all
+            dom = s.dom or DoM.HIGH
+            _in_system(f"system {s.label!r} prompt_file", load_prompt_file, s.prompt_file, dom)
 
 
 def _in_system(where: str, check: Callable[..., None], *args: Any, **kwargs: Any) -> None:
