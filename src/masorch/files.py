@@ -86,6 +86,63 @@ def read_bytes(path: str | Path, *, what: str = "file", max_bytes: int = MAX_TEX
     return data
 
 
+#: Rows a parquet reader decodes at once are sized to about this many bytes (a row's worst case).
+_PARQUET_BATCH_BYTES = 64 * 1024 * 1024
+
+
+def parquet_rows(
+    path: str | Path,
+    *,
+    what: str,
+    hint: str,
+    max_bytes: int,
+    columns: list[str] | None = None,
+) -> list[dict[str, Any]]:
+    """The rows of a parquet file as dicts, refused (a UsageError) once they decode to more than
+    ``max_bytes``: a small file can hold gigabytes (one long text a dictionary page repeats in every
+    row, or text compressed a thousandfold), so the compressed size alone bounds nothing.
+
+    The stored sizes are checked first (compressed and uncompressed, from the footer), then the rows
+    are decoded in batches small enough that one batch stays near 64 MiB even if each of its rows
+    holds the longest value a column chunk can store, counting the decoded bytes as they come.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.is_file():
+        state = "is a directory" if path.is_dir() else "does not exist"
+        raise UsageError(f"the {what} {path} {state}", hint=hint)
+    too_big = UsageError(
+        f"the {what} {path} holds more than {max_bytes / (1 << 20):g} MiB of data",
+        hint="split it, or keep the rows you need in a smaller file",
+        code="input_too_large",
+    )
+    if path.stat().st_size > max_bytes:
+        raise too_big
+    try:
+        parquet = pq.ParquetFile(path)
+        meta = parquet.metadata
+        groups = [meta.row_group(i) for i in range(meta.num_row_groups)]
+        if sum(g.total_byte_size for g in groups) > max_bytes:
+            raise too_big
+        row_bound = sum(
+            max((g.column(c).total_uncompressed_size for g in groups), default=0)
+            for c in range(meta.num_columns)
+        )
+        batch = max(1, min(65_536, _PARQUET_BATCH_BYTES // max(1, row_bound)))
+        rows: list[dict[str, Any]] = []
+        decoded = 0
+        for record_batch in parquet.iter_batches(batch_size=batch, columns=columns):
+            decoded += record_batch.nbytes
+            if decoded > max_bytes:
+                raise too_big
+            rows.extend(record_batch.to_pylist())
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        raise UsageError(f"{path} is not a readable parquet file: {str(exc)[:200]}", hint=hint) from None
+    return rows
+
+
 def read_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX_TEXT_BYTES) -> str:
     """The UTF-8 text of ``path`` (``-`` reads standard input), bounded by ``max_bytes``.
 

@@ -236,3 +236,24 @@ def test_masbench_prefix_without_a_path_is_refused(tmp_path: Path, monkeypatch) 
     monkeypatch.chdir(tmp_path)  # the current directory would have been read as MASBench files
     with pytest.raises(UsageError, match="names no files"):
         resolve("masbench:")
+
+
+def test_a_small_parquet_file_that_decodes_to_gigabytes_is_refused(tmp_path) -> None:
+    # One long text a dictionary page repeats in every row: a few kB on disk, 300 MB decoded (the
+    # auditor's file: 0.77 MB holding 5 GB, which ran the reader out of memory).
+    from masorch.eval.datasets.rows import read_rows
+
+    bomb = tmp_path / "bomb.parquet"
+    pq.write_table(pa.table({"question": ["x" * 1_000_000] * 300, "answer": ["1"] * 300}), bomb)
+    assert bomb.stat().st_size < 100_000
+    with pytest.raises(UsageError, match="holds more than 50 MiB of data"):
+        read_rows(bomb, max_bytes=50 << 20)
+    # A text compressed a thousandfold is refused from the footer's sizes, before any decoding.
+    packed = tmp_path / "packed.parquet"
+    pq.write_table(pa.table({"question": ["y" * 80_000_000], "answer": ["1"]}), packed, compression="zstd")
+    assert packed.stat().st_size < 1_000_000
+    with pytest.raises(UsageError, match="holds more than 50 MiB of data"):
+        read_rows(packed, max_bytes=50 << 20)
+    fine = tmp_path / "fine.parquet"
+    pq.write_table(pa.table({"question": ["What is 1 plus 2?"] * 3, "answer": ["3"] * 3}), fine)
+    assert read_rows(fine, max_bytes=50 << 20) == [{"question": "What is 1 plus 2?", "answer": "3"}] * 3

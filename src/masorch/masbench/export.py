@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import UsageError
-from masorch.files import atomic_writer, iter_jsonl, replacing
+from masorch.files import atomic_writer, iter_jsonl, parquet_rows, replacing
 
 FORMATS = (".jsonl", ".parquet")
+#: The most data a MASBench parquet file may decode to (a million instances take about 1 GB).
+MAX_FILE_BYTES = 2 << 30
 
 
 def check_format(path: Path, action: str = "write") -> str:
@@ -160,18 +162,11 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
         for lineno, rec in iter_jsonl(path, what="MASBench file", hint="is it a MASBench file?"):
             yield _record(rec, f"{path}:{lineno}")
         return
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path, columns=["extra_info"])
-        infos = table.column("extra_info").to_pylist()
-    except (pa.ArrowException, OSError, KeyError) as exc:
-        raise UsageError(
-            f"{path} is not a MASBench parquet file: {str(exc)[:200]}",
-            hint="give a file written by `masorch bench make`",
-        ) from None
-    for row, info in enumerate(infos):
+    hint = "give a MASBench parquet file written by `masorch bench make`"
+    rows = parquet_rows(
+        path, what="MASBench file", hint=hint, max_bytes=MAX_FILE_BYTES, columns=["extra_info"]
+    )
+    for row, info in enumerate(r.get("extra_info") for r in rows):
         where = f"{path} row {row}"
         try:
             rec = json.loads(info["record"])

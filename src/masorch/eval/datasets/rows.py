@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.errors import UsageError
-from masorch.files import iter_jsonl, read_text
+from masorch.files import iter_jsonl, parquet_rows, read_text
 
 #: The largest data file read (whole for CSV and parquet; JSONL is streamed line by line).
 MAX_DATASET_BYTES = 1 << 30
@@ -35,6 +35,12 @@ def read_rows(path: str | Path, *, max_bytes: int = MAX_DATASET_BYTES) -> list[d
             code="data_format",
         )
     if suffix == ".jsonl":
+        if path.is_file() and path.stat().st_size > max_bytes:
+            raise UsageError(
+                f"the data file {path} is larger than {max_bytes / (1 << 20):g} MiB",
+                hint="split it, or keep the rows you need in a smaller file",
+                code="input_too_large",
+            )
         return [row for _, row in iter_jsonl(path, what="data file", item="a row", hint=_HINT)]
     if suffix == ".csv":
         return _read_csv(path, max_bytes)
@@ -53,22 +59,4 @@ def _read_csv(path: Path, max_bytes: int) -> list[dict[str, Any]]:
 
 
 def _read_parquet(path: Path, max_bytes: int) -> list[dict[str, Any]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    if not path.is_file():
-        what = "is a directory" if path.is_dir() else "does not exist"
-        raise UsageError(f"the data file {path} {what}", hint=_HINT)
-    if path.stat().st_size > max_bytes:
-        raise UsageError(
-            f"the data file {path} is larger than {max_bytes / (1 << 20):g} MiB",
-            hint="split it, or give a --limit / --sample of a smaller file",
-            code="input_too_large",
-        )
-    try:
-        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
-    except (pa.ArrowException, OSError) as exc:
-        raise UsageError(
-            f"{path} is not a readable parquet file: {str(exc)[:200]}", hint=_HINT, code="data_format"
-        ) from None
-    return rows
+    return parquet_rows(path, what="data file", hint=_HINT, max_bytes=max_bytes)
