@@ -488,6 +488,17 @@ def test_an_interrupted_bench_make_keeps_the_file_that_was_there(tmp_path, monke
     assert [p.name for p in tmp_path.iterdir()] == ["keep.jsonl"]
 
 
+def test_ctrl_c_says_aborted_and_exits_130(tmp_path, monkeypatch, capsys):
+    from masorch.masbench import export
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "write_records", interrupted)
+    assert main(["bench", "make", "-o", str(tmp_path / "x.jsonl"), "-q"]) == 130
+    assert capsys.readouterr().err.strip().endswith("aborted")
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -54,6 +54,10 @@ def build_app() -> typer.Typer:
     return app
 
 
+#: The exit status of a command stopped by Ctrl-C (128 + SIGINT).
+_INTERRUPTED = 130
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; a masorch error becomes one clear message and exit code 2 (usage) or 1."""
     _escape_unencodable_output()
@@ -62,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # In non-standalone mode click returns a command's typer.Exit code instead of raising it.
         code = app(args=argv, prog_name="masorch", standalone_mode=False)
+        if code == _INTERRUPTED:  # typer's word for Ctrl-C (it turns KeyboardInterrupt into Exit(130))
+            err.print("aborted")
         if isinstance(code, int) and code:
             return code
     except MasorchError as exc:
@@ -75,10 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 1
     except typer.Exit as exc:
+        if exc.exit_code == _INTERRUPTED:
+            err.print("aborted")
         return int(exc.exit_code or 0)
     except (typer.Abort, KeyboardInterrupt):
         err.print("aborted")
-        return 130
+        return _INTERRUPTED
     except typer.TyperException as exc:  # bad flags and unknown commands, in non-standalone mode
         show = getattr(exc, "show", None)
         if callable(show):
