@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -486,6 +489,40 @@ def test_an_interrupted_bench_make_keeps_the_file_that_was_there(tmp_path, monke
         export.write_records(target, records())
     assert target.read_text() == "kept\n"
     assert [p.name for p in tmp_path.iterdir()] == ["keep.jsonl"]
+
+
+def test_sigterm_stops_a_command_with_its_clean_up(tmp_path):
+    # `kill` or `timeout` used to leave the half-written temporary file of the output behind.
+    out = tmp_path / "x.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "src")}
+    argv = [
+        sys.executable,
+        "-m",
+        "masorch",
+        "bench",
+        "make",
+        "-o",
+        str(out),
+        "--values",
+        "2-3",
+        "--n",
+        "300000",
+        "-q",
+    ]
+    proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(600):
+            if list(tmp_path.glob(".x.jsonl.*.tmp")):
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("bench make never began writing")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "aborted" in err, err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_ctrl_c_says_aborted_and_exits_130(tmp_path, monkeypatch, capsys):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
+import signal
 import sys
+import threading
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -63,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     _escape_unencodable_output()
     app = build_app()
     err = Console(stderr=True)
+    previous = _stop_on_sigterm()
     try:
         # In non-standalone mode click returns a command's typer.Exit code instead of raising it.
         code = app(args=argv, prog_name="masorch", standalone_mode=False)
@@ -94,7 +98,23 @@ def main(argv: list[str] | None = None) -> int:
         else:
             err.print(f"error: {exc}", highlight=False)
         return int(getattr(exc, "exit_code", 2))
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     return 0
+
+
+def _stop_on_sigterm() -> Any:
+    """Make SIGTERM (``kill``, ``timeout``, a job scheduler) stop a command as Ctrl-C does, so its
+    clean-up runs: a file being replaced keeps its old content and leaves no temporary file, a
+    model server it started is stopped. Returns the handler it replaced (None off the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGTERM, interrupt)
 
 
 def _escape_unencodable_output() -> None:
