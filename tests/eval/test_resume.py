@@ -139,6 +139,32 @@ def test_retry_failed_reruns_the_samples_a_dead_endpoint_ended_in_error(tmp_path
     assert fixed.done == 4 and first.correct == fixed.correct - 2
 
 
+def test_resume_refuses_another_choice_of_samples_of_the_same_size(tmp_path: Path) -> None:
+    path = write_sums(tmp_path / "s.jsonl", 6)
+    env = EnvSpec(backend_factory=SumBackendFactory(), scorer_factory=scorer_factory)
+    systems = parse_systems("sas:cot", model="scripted:m")
+    evaluate(systems, [resolve(str(path), limit=3)], tmp_path / "o", env_spec=env)
+    with pytest.raises(UsageError, match="different datasets"):
+        evaluate(
+            systems,
+            [resolve(str(path), limit=3, skip=3)],
+            tmp_path / "o",
+            options=EvalOptions(resume=True),
+            env_spec=env,
+        )
+    # a log begun before the fingerprint existed resumes as before
+    log = tmp_path / "o" / "log.jsonl"
+    lines = log.read_text().splitlines()
+    header = json.loads(lines[0])
+    for entry in header["datasets"]:
+        del entry["ids"]
+    log.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    again = evaluate(
+        systems, [resolve(str(path), limit=3)], tmp_path / "o", options=EvalOptions(resume=True), env_spec=env
+    )
+    assert again.done == 3
+
+
 def test_a_run_begun_before_a_system_field_existed_resumes(tmp_path: Path) -> None:
     data = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))
     env = EnvSpec(backend_factory=SumBackendFactory(), scorer_factory=scorer_factory)

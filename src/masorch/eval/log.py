@@ -145,6 +145,8 @@ class RunLog:
             stored = records[0]
             for key in ("systems", "datasets"):
                 was, now = _comparable(key, stored.get(key)), _comparable(key, head.get(key))
+                if key == "datasets":  # a log begun before the sample fingerprint: compared without it
+                    was, now = _without_missing_ids(was, now)
                 if json.dumps(was, sort_keys=True) != json.dumps(now, sort_keys=True):
                     raise UsageError(
                         f"--resume with different {key} than the run in {path}",
@@ -212,6 +214,19 @@ def latest(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if rec.get("type") == "sample":
             by_key[rec["key"]] = rec
     return list(by_key.values())
+
+
+def _without_missing_ids(stored: Any, now: Any) -> tuple[Any, Any]:
+    """``stored`` and ``now`` datasets, without the ``ids`` fingerprint where a stored entry lacks it."""
+    entries = (stored, now)
+    if not all(isinstance(e, list) and all(isinstance(d, dict) for d in e) for e in entries):
+        return stored, now
+    if all("ids" in d for d in stored):
+        return stored, now
+    def strip(entry: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in d.items() if k != "ids"} for d in entry]
+
+    return strip(stored), strip(now)
 
 
 def _comparable(key: str, value: Any) -> Any:

@@ -14,6 +14,7 @@ saved next to the corpus in the data cache, then reused by every later run).
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,8 +40,17 @@ class DataSource:
     origin: str = ""
 
     def describe(self) -> dict[str, Any]:
-        """The JSON summary stored in the run log's header (checked on ``--resume``)."""
-        return {"name": self.name, "origin": self.origin, "n": len(self.samples), "scorer": self.scorer}
+        """The JSON summary stored in the run log's header (checked on ``--resume``); ``ids`` is a
+        fingerprint of which samples were chosen, so that a resume with another ``--skip``,
+        ``--sample`` or ``--seed`` of the same size is refused rather than mixed in."""
+        ids = hashlib.sha256("\n".join(s.id for s in self.samples).encode("utf-8", "surrogatepass"))
+        return {
+            "name": self.name,
+            "origin": self.origin,
+            "n": len(self.samples),
+            "scorer": self.scorer,
+            "ids": ids.hexdigest()[:16],
+        }
 
 
 def masbench_sample(record: dict[str, Any], dataset: str) -> Sample:
