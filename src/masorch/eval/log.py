@@ -9,6 +9,7 @@ retried with ``retry_failed``), the last record wins.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -16,7 +17,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from masorch.errors import UsageError
 from masorch.files import decode_text, json_object, read_bytes
@@ -104,11 +105,18 @@ class RunLog:
     Thread-safe: appends from several threads (or Ray result handlers) never interleave.
     """
 
-    def __init__(self, path: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        path: Path,
+        header: dict[str, Any],
+        records: list[dict[str, Any]],
+        owner: IO[bytes] | None = None,
+    ) -> None:
         self.path = path
         self.header = header
         self._records = records
         self._lock = threading.Lock()
+        self._owner = owner  # the held lock of the run directory (see _hold), released on close
         # A lone surrogate (a "\\ud800" escape in a plan a model wrote) has no UTF-8 form: json.dumps
         # leaves it inside a string, where its backslash escape is that string's JSON escape.
         self._fh = path.open("a", encoding="utf-8", errors="backslashreplace")
@@ -128,7 +136,15 @@ class RunLog:
                 f"cannot make the run directory {directory}: {exc.strerror or exc}",
                 hint="give --out a writable directory",
             ) from None
-        path = directory / LOG_FILE
+        owner = _hold(directory)
+        try:
+            return cls._open(directory / LOG_FILE, header, resume=resume, owner=owner)
+        except BaseException:
+            owner.close()
+            raise
+
+    @classmethod
+    def _open(cls, path: Path, header: Mapping[str, Any], *, resume: bool, owner: IO[bytes]) -> RunLog:
         head = {"type": "header", "version": LOG_VERSION, **header}
         if path.exists() and path.stat().st_size > 0:
             if not resume:
@@ -153,10 +169,10 @@ class RunLog:
                         hint=f"resume with the same flags, or use another --out directory ({key} "
                         f"stored: {redact(json.dumps(stored.get(key)))[:300]})",
                     )
-            log = cls(path, stored, records[1:])
+            log = cls(path, stored, records[1:], owner)
             log._write({"type": "resume", "time": time.time()})
             return log
-        log = cls(path, head, [])
+        log = cls(path, head, [], owner)
         log._write(head)
         return log
 
@@ -196,15 +212,36 @@ class RunLog:
             os.fsync(self._fh.fileno())
 
     def close(self) -> None:
-        """Close the file."""
+        """Close the file and let another run have the directory."""
         with self._lock:
             self._fh.close()
+            if self._owner is not None:
+                self._owner.close()
 
     def __enter__(self) -> RunLog:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+#: The file a run holds locked in its directory while it writes there (freed when the process ends).
+LOCK_FILE = ".masorch.lock"
+
+
+def _hold(directory: Path) -> IO[bytes]:
+    """The run directory's lock, held: a second run on the same directory (two shells, a resume
+    started while the first still runs) would run every sample again and interleave the log."""
+    handle = (directory / LOCK_FILE).open("ab")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise UsageError(
+            f"another masorch run is writing to {directory}",
+            hint="wait for it to end (or stop it), then --resume; or choose another --out directory",
+        ) from None
+    return handle
 
 
 def latest(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -223,6 +260,7 @@ def _without_missing_ids(stored: Any, now: Any) -> tuple[Any, Any]:
         return stored, now
     if all("ids" in d for d in stored):
         return stored, now
+
     def strip(entry: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [{k: v for k, v in d.items() if k != "ids"} for d in entry]
 
