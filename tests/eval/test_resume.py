@@ -168,11 +168,25 @@ def test_resume_refuses_another_choice_of_samples_of_the_same_size(tmp_path: Pat
 def test_a_second_run_on_a_directory_in_use_is_refused(tmp_path: Path) -> None:
     # Two runs on one --out each ran every sample (every model call paid twice) into one log.
     header = {"systems": [], "datasets": []}
-    with RunLog.create(tmp_path / "o", header, resume=False):
-        with pytest.raises(UsageError, match="another masorch run is writing to"):
-            RunLog.create(tmp_path / "o", header, resume=True)
+    with (
+        RunLog.create(tmp_path / "o", header, resume=False),
+        pytest.raises(UsageError, match="another masorch run is writing to"),
+    ):
+        RunLog.create(tmp_path / "o", header, resume=True)
     with RunLog.create(tmp_path / "o", header, resume=True) as log:  # free once the first has ended
         assert log.header["systems"] == []
+
+
+def test_a_new_run_does_not_append_to_traces_left_by_another(tmp_path: Path) -> None:
+    data = resolve(str(write_sums(tmp_path / "s.jsonl", 2)))
+    env = EnvSpec(backend_factory=SumBackendFactory(), scorer_factory=scorer_factory)
+    systems = parse_systems("sas:cot", model="scripted:m")
+    evaluate(systems, [data], tmp_path / "o", env_spec=env)
+    traces = tmp_path / "o" / "traces.jsonl"
+    first = traces.read_text()
+    (tmp_path / "o" / "log.jsonl").unlink()  # the log removed, its traces left
+    evaluate(systems, [data], tmp_path / "o", env_spec=env)
+    assert len(traces.read_text().splitlines()) == len(first.splitlines())
 
 
 def test_a_run_begun_before_a_system_field_existed_resumes(tmp_path: Path) -> None:

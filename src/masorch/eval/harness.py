@@ -105,8 +105,11 @@ async def run_local(
 class TraceFile:
     """Appends each finished sample's events to ``traces.jsonl`` as one block (thread-safe)."""
 
-    def __init__(self, path: Path | None) -> None:
-        self._fh = path.open("a", encoding="utf-8") if path is not None else None
+    def __init__(self, path: Path | None, *, fresh: bool = False) -> None:
+        # A run with no logged sample starts the file anew: traces left by a run whose log was
+        # removed belong to no sample of this one.
+        mode = "w" if fresh else "a"
+        self._fh = path.open(mode, encoding="utf-8") if path is not None else None
         self._lock = threading.Lock()
 
     def write(self, events: Sequence[Event]) -> None:
@@ -198,7 +201,7 @@ def evaluate(
                     tally.add(rec)
             if on_start is not None:
                 on_start(tally)
-            traces = TraceFile(out / TRACE_FILE if opts.traces else None)
+            traces = TraceFile(out / TRACE_FILE if opts.traces else None, fresh=not log.records)
             lock = threading.Lock()
 
             def record(rec: dict[str, Any], events: list[Event]) -> None:
