@@ -8,6 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from masorch.errors import UsageError
+
 pytest.importorskip("transformers")
 
 from masorch.train.trainer_parts import log_callback
@@ -48,9 +50,19 @@ def test_a_resumed_sitting_keeps_the_lines_of_the_checkpointed_steps(tmp_path: P
         (tmp_path / f"checkpoint-{n}").mkdir()
     (tmp_path / "checkpoint-2" / "trainer_state.json").write_text("{}")
     files = {"log.jsonl": 1, "samples.jsonl": 0}
-    sitting = begin_sitting(tmp_path, files, resume=True)
+    config = {"learning_rate": 1e-4, "max_train_s": 600, "resume": True}
+    sitting = begin_sitting(tmp_path, files, resume=True, config=config)
     assert sitting.step == 2 and sitting.checkpoint == tmp_path / "checkpoint-2"
     assert steps("log.jsonl") == [1, 2]  # the log counts finished steps
     assert steps("samples.jsonl") == [0, 0, 1, 1]  # plans carry the step they were sampled in
-    fresh = begin_sitting(tmp_path, files, resume=False)
+    # the next sitting may run longer; another learning rate is another run, refused
+    assert begin_sitting(tmp_path, files, resume=True, config={**config, "max_train_s": 900}).step == 2
+    with pytest.raises(
+        UsageError, match=r"holds a run of another config: learning_rate \(run: 0.0001, now: 0.0002\)"
+    ):
+        begin_sitting(tmp_path, files, resume=True, config={**config, "learning_rate": 2e-4})
+    fresh = begin_sitting(tmp_path, files, resume=False, config={**config, "learning_rate": 2e-4})
     assert fresh.checkpoint is None and steps("log.jsonl") == [] and steps("samples.jsonl") == []
+    # the replaced run's checkpoints go too: a later resume would have continued that run from them
+    assert not list(tmp_path.glob("checkpoint-*"))
+    assert begin_sitting(tmp_path, files, resume=True, config={**config, "learning_rate": 2e-4}).step == 0

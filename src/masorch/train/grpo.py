@@ -38,6 +38,7 @@ from masorch.train.trainer_parts import (
     LOG_FILE,
     REPORT_FILE,
     begin_sitting,
+    check_resume_config,
     grpo_args,
     log_callback,
     lora_config,
@@ -313,6 +314,8 @@ def train_grpo(
     out = Path(cfg.output_dir)
     t_start = time.monotonic()
     check_model_source(cfg.model)
+    run_config = cfg.model_dump(mode="json")
+    check_resume_config(out, run_config, resume=cfg.resume)
     agents = train_agents(cfg, agents)
     train_rows, held_rows = prompt_rows(cfg, agents)
     out.mkdir(parents=True, exist_ok=True)  # a bad model or data source leaves nothing behind
@@ -327,7 +330,9 @@ def train_grpo(
         constraint = rollout_constraint(cfg, agents)
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
         # the run's files change only now, with the config, the data and the policy known good
-        sitting = begin_sitting(out, {LOG_FILE: 1, SAMPLES_FILE: 0}, resume=cfg.resume)
+        sitting = begin_sitting(
+            out, {LOG_FILE: 1, SAMPLES_FILE: 0}, resume=cfg.resume, config=cfg.model_dump(mode="json")
+        )
         before, before_sampled = held_out.evaluate("before", model, tokenizer, resume=cfg.resume)
         callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
         trainer = _grpo_trainer(cfg, args, constraint, model, tokenizer, rewards, train_rows, callback)

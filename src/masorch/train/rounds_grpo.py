@@ -35,6 +35,7 @@ from masorch.train.trainer_parts import (
     LOG_FILE,
     REPORT_FILE,
     begin_sitting,
+    check_resume_config,
     grpo_args,
     log_callback,
     lora_config,
@@ -367,6 +368,8 @@ def train_rounds(
     t_start = time.monotonic()
     if policy is None:
         check_model_source(cfg.model)
+    run_config = cfg.model_dump(mode="json")
+    check_resume_config(out, run_config, resume=cfg.resume)
     agents = agents or rounds_agents(cfg)
     questions = rounds_questions(cfg, agents)
     out.mkdir(parents=True, exist_ok=True)  # a bad model or data source leaves nothing behind
@@ -380,7 +383,9 @@ def train_rounds(
     tokenizer = offered_schemas(policy_tokenizer(tokenizer, cfg.chat_template), setting.tool_calls().tools)
     grammar = rollout_grammar(cfg, setting)
     # the run's files change only now, with the config, the data and the policy known good
-    sitting = begin_sitting(out, {LOG_FILE: 1, TRAJECTORIES_FILE: 0}, resume=cfg.resume)
+    sitting = begin_sitting(
+        out, {LOG_FILE: 1, TRAJECTORIES_FILE: 0}, resume=cfg.resume, config=cfg.model_dump(mode="json")
+    )
     callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
     trainer = grpo_trainer(
         grammar,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -197,28 +198,92 @@ def check_output_dir(out: Path) -> None:
         )
 
 
-def begin_sitting(out: Path, step_files: Mapping[str, int], *, resume: bool) -> Sitting:
-    """Prepare ``out`` for a run: fresh, or continuing from its newest ``checkpoint-N``.
+#: The config of the run an output_dir holds (written by :func:`begin_sitting`, checked on resume).
+RUN_CONFIG_FILE = "run_config.json"
+#: Config fields a later sitting of the same run may change: how long it trains (a run extended by
+#: more steps continues too), what it evaluates at its end, how it logs and caches; never what or
+#: how it trains.
+SITTING_FIELDS = frozenset(
+    {
+        "max_train_s",
+        "max_steps",
+        "epochs",
+        "resume",
+        "eval_limit",
+        "eval_sampled",
+        "concurrency",
+        "logging_steps",
+        "keep_checkpoints",
+        "cache_mode",
+        "cache_path",
+    }
+)
+
+
+def check_resume_config(out: Path, config: Mapping[str, Any], *, resume: bool) -> None:
+    """With ``resume``, a UsageError where ``out`` holds a run whose recorded config differs from
+    ``config`` in a field other than :data:`SITTING_FIELDS`: its checkpoint would continue another
+    run. A field one of the two lacks (added to masorch since) is not compared; a directory without
+    the record (a new one, or a run begun before it existed) passes. Call it before loading a model."""
+    path = out / RUN_CONFIG_FILE
+    if not resume or not path.is_file():
+        return
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        stored = None
+    if not isinstance(stored, dict):
+        raise UsageError(
+            f"{path} is not the config record of a training run",
+            hint="remove it to resume as this config says, or choose another output_dir",
+        )
+    differ = sorted(
+        k for k in stored.keys() & config.keys() if k not in SITTING_FIELDS and stored[k] != config[k]
+    )
+    if differ:
+        shown = ", ".join(f"{k} (run: {stored[k]!r}, now: {config[k]!r})" for k in differ[:3])
+        raise UsageError(
+            f"output_dir {out} holds a run of another config: {shown}"
+            + (f" and {len(differ) - 3} more" if len(differ) > 3 else ""),
+            hint="resume it with its own config, start it over with resume: false, or choose another "
+            "output_dir",
+        )
+
+
+def begin_sitting(
+    out: Path, step_files: Mapping[str, int], *, resume: bool, config: Mapping[str, Any]
+) -> Sitting:
+    """Prepare ``out`` for a run of ``config`` (a config's JSON dump): fresh, or continuing from its
+    newest ``checkpoint-N``.
 
     ``step_files`` maps the run's JSONL files to the offset of their ``step`` field: a line is kept
     on resume when ``step < N + offset`` (the trainer's log counts finished steps, offset 1; the
-    sampled plans the step they were sampled in, offset 0). A fresh run deletes them all; so does a
-    resume that finds no checkpoint (its lines belong to no saved step).
+    sampled plans the step they were sampled in, offset 0). A fresh run deletes them all, and the
+    checkpoints of the run it replaces (a later resume would otherwise continue that run from
+    them); a resume that finds no checkpoint deletes the lines (they belong to no saved step).
+    ``config`` is recorded in :data:`RUN_CONFIG_FILE` for :func:`check_resume_config`.
     """
+    check_resume_config(out, config, resume=resume)
     step, checkpoint = 0, None
+    found = sorted(
+        (int(p.name.removeprefix("checkpoint-")), p)
+        for p in out.glob("checkpoint-*")
+        if p.name.removeprefix("checkpoint-").isdigit() and p.is_dir()
+    )
     if resume:
-        found = sorted(
-            (int(p.name.removeprefix("checkpoint-")), p)
-            for p in out.glob("checkpoint-*")
-            if p.name.removeprefix("checkpoint-").isdigit() and (p / "trainer_state.json").is_file()
-        )
-        if found:
-            step, checkpoint = found[-1]
+        usable = [(n, p) for n, p in found if (p / "trainer_state.json").is_file()]
+        if usable:
+            step, checkpoint = usable[-1]
             logger.info("resuming from %s (step %d)", checkpoint, step)
         else:
             logger.info("resume: no checkpoint in %s yet, starting the run", out)
+    else:
+        for _, stale in found:
+            logger.info("a fresh run: removing %s of the run it replaces", stale)
+            shutil.rmtree(stale)
     for name, offset in step_files.items():
         _keep_lines(out / name, step + offset)
+    (out / RUN_CONFIG_FILE).write_text(json.dumps(dict(config), indent=2, sort_keys=True), encoding="utf-8")
     return Sitting(checkpoint, step)
 
 
