@@ -602,6 +602,18 @@ BAD_TRAININGS: dict[str, tuple[str, str, str]] = {
         "train: [{kind: dataset, name: math500-subset}]\noutput_dir: OUT\n",
         "a served model's string",
     ),
+    "grpo a sub-agent model that is not pulled": (
+        "grpo",
+        "model: org/model\nsubagent: local:nosuchmodel\neval_limit: 0\n"
+        "train: [{kind: masbench_gen, count: 2}]\noutput_dir: OUT\n",
+        "nosuchmodel",
+    ),
+    "rounds a synthesis model that is not pulled": (
+        "rounds",
+        f"model: org/model\nsubagent: {DEAD_TEACHER}\nsynthesis: local:nosuchmodel\n"
+        "train: [{kind: masbench_gen, count: 2}]\noutput_dir: OUT\n",
+        "nosuchmodel",
+    ),
     "sft a missing model directory": ("sft", "model: NOWHERE\ndata: ONE\noutput_dir: OUT\n", "no model at"),
     "sft data that is not UTF-8": ("sft", "model: org/model\ndata: LATIN1\noutput_dir: OUT\n", "UTF-8"),
     "sft data with no trajectory": (

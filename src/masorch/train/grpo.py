@@ -39,9 +39,11 @@ from masorch.train.trainer_parts import (
     REPORT_FILE,
     begin_sitting,
     check_resume_config,
+    discard_output_dir,
     grpo_args,
     log_callback,
     lora_config,
+    make_output_dir,
     precisions,
     require_train_stack,
     train_and_save,
@@ -318,21 +320,24 @@ def train_grpo(
     check_resume_config(out, run_config, resume=cfg.resume)
     agents = train_agents(cfg, agents)
     train_rows, held_rows = prompt_rows(cfg, agents)
-    out.mkdir(parents=True, exist_ok=True)  # a bad model or data source leaves nothing behind
     corpus = search_corpus([*cfg.train, *cfg.eval])
     retriever = search_retriever(corpus)  # before any backend exists: a missing corpus leaks nothing
-    rewards = plan_rewards(cfg, agents, retriever, backends=backends, on_batch=SampleLog(out / SAMPLES_FILE))
-    held_out = HeldOut(cfg, held_rows, agents, corpus, dict(backends or {}))
+    created = make_output_dir(out)  # after the model, data and corpus checks: those leave nothing
+    started = False  # until the run's files change, a failure removes a directory it made
+    rewards = None
     try:
+        rewards = plan_rewards(
+            cfg, agents, retriever, backends=backends, on_batch=SampleLog(out / SAMPLES_FILE)
+        )
+        held_out = HeldOut(cfg, held_rows, agents, corpus, dict(backends or {}))
         logger.info("%d training prompts, %d held-out", len(train_rows), len(held_rows))
         precision, weights_dtype = precisions(cfg.precision, cfg.lora)
         args = grpo_args(cfg, rewards.reward_weights(), precision)  # TRL's checks, before a model loads
         constraint = rollout_constraint(cfg, agents)
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
         # the run's files change only now, with the config, the data and the policy known good
-        sitting = begin_sitting(
-            out, {LOG_FILE: 1, SAMPLES_FILE: 0}, resume=cfg.resume, config=cfg.model_dump(mode="json")
-        )
+        sitting = begin_sitting(out, {LOG_FILE: 1, SAMPLES_FILE: 0}, resume=cfg.resume, config=run_config)
+        started = True
         before, before_sampled = held_out.evaluate("before", model, tokenizer, resume=cfg.resume)
         callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
         trainer = _grpo_trainer(cfg, args, constraint, model, tokenizer, rewards, train_rows, callback)
@@ -356,4 +361,7 @@ def train_grpo(
         (out / REPORT_FILE).write_text(json.dumps(report.to_dict(), indent=2), encoding="utf-8")
         return report
     finally:
-        rewards.close()
+        if rewards is not None:
+            rewards.close()
+        if not started:
+            discard_output_dir(out, created)

@@ -36,9 +36,11 @@ from masorch.train.trainer_parts import (
     REPORT_FILE,
     begin_sitting,
     check_resume_config,
+    discard_output_dir,
     grpo_args,
     log_callback,
     lora_config,
+    make_output_dir,
     precisions,
     require_train_stack,
     train_and_save,
@@ -372,20 +374,28 @@ def train_rounds(
     check_resume_config(out, run_config, resume=cfg.resume)
     agents = agents or rounds_agents(cfg)
     questions = rounds_questions(cfg, agents)
-    out.mkdir(parents=True, exist_ok=True)  # a bad model or data source leaves nothing behind
-    setting = rounds_setting(cfg, subagent=subagent, agents=agents)
-    rows = rounds_rows(cfg, setting, questions)
-    logger.info("%d training prompts; tools: %s", len(rows), ", ".join(setting.agents.catalogue()))
-    rewards = RoundsRewards(cfg.rewards, out / TRAJECTORIES_FILE)
-    precision, weights_dtype = precisions(cfg.precision, cfg.lora)
-    args = rounds_grpo_args(cfg, rewards.reward_weights(), precision)  # TRL's checks, before a model loads
-    model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
-    tokenizer = offered_schemas(policy_tokenizer(tokenizer, cfg.chat_template), setting.tool_calls().tools)
-    grammar = rollout_grammar(cfg, setting)
-    # the run's files change only now, with the config, the data and the policy known good
-    sitting = begin_sitting(
-        out, {LOG_FILE: 1, TRAJECTORIES_FILE: 0}, resume=cfg.resume, config=cfg.model_dump(mode="json")
-    )
+    created = make_output_dir(out)  # after the model and data checks: those leave nothing behind
+    try:  # until the run's files change, a failure removes a directory it made
+        setting = rounds_setting(cfg, subagent=subagent, agents=agents)
+        rows = rounds_rows(cfg, setting, questions)
+        logger.info("%d training prompts; tools: %s", len(rows), ", ".join(setting.agents.catalogue()))
+        rewards = RoundsRewards(cfg.rewards, out / TRAJECTORIES_FILE)
+        precision, weights_dtype = precisions(cfg.precision, cfg.lora)
+        args = rounds_grpo_args(
+            cfg, rewards.reward_weights(), precision
+        )  # TRL's checks, before a model loads
+        model, tokenizer = policy or load_policy(cfg.model, dtype=weights_dtype)
+        tokenizer = offered_schemas(
+            policy_tokenizer(tokenizer, cfg.chat_template), setting.tool_calls().tools
+        )
+        grammar = rollout_grammar(cfg, setting)
+        # the run's files change only now, with the config, the data and the policy known good
+        sitting = begin_sitting(
+            out, {LOG_FILE: 1, TRAJECTORIES_FILE: 0}, resume=cfg.resume, config=run_config
+        )
+    except BaseException:
+        discard_output_dir(out, created)
+        raise
     callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
     trainer = grpo_trainer(
         grammar,

@@ -185,6 +185,22 @@ class Sitting:
     step: int = 0
 
 
+def make_output_dir(out: Path) -> bool:
+    """Make ``out`` (checked by :func:`check_output_dir` first); True when it did not exist, so that
+    a run that then fails before it starts can remove it again (:func:`discard_output_dir`)."""
+    check_output_dir(out)
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    return created
+
+
+def discard_output_dir(out: Path, created: bool) -> None:
+    """Remove ``out`` and what a run that could not start put there (a sub-agent cache), if that
+    run made it: a refused start leaves no directory behind."""
+    if created:
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def check_output_dir(out: Path) -> None:
     """A UsageError unless ``out`` is a directory, or can be made as one, that this process may write
     in; nothing is created (a run refused later leaves no empty directory behind)."""
