@@ -185,3 +185,17 @@ def test_a_replaced_file_gets_the_mode_a_plain_write_would_give(tmp_path):
         assert stat.S_IMODE(shared.stat().st_mode) == 0o664 and shared.read_text() == "new"
     finally:
         os.umask(old)
+
+
+def test_an_exponent_without_a_dot_is_a_number(tmp_path):
+    # YAML 1.1 read `learning_rate: 1e-4` as text, which the config refused as "must be float".
+    assert load_yaml("a: 1e-4\nb: -3E+2\nc: '1e-4'\nd: 12\ne: 1e4x") == {
+        "a": 1e-4,
+        "b": -300.0,
+        "c": "1e-4",
+        "d": 12,
+        "e": "1e4x",
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text("train: [{kind: masbench_gen}]\nlearning_rate: 1e-4\n")
+    assert load_config(path).learning_rate == 1e-4

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -282,7 +283,13 @@ def _yaml_loader() -> type:
             _check_expansion(node, self.max_nodes)
             return super().construct_document(node)
 
+    # YAML 1.1 reads 1e-4 (an exponent without a dot) as text, so `learning_rate: 1e-4` was refused
+    # as "must be float, got '1e-4'"; read it as the number it is, as YAML 1.2 does.
+    BoundedLoader.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT_FLOAT, list("-+0123456789"))
     return BoundedLoader
+
+
+_EXPONENT_FLOAT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
 
 
 def _check_expansion(root: Any, max_nodes: int) -> None:
