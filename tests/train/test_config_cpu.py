@@ -83,6 +83,12 @@ def test_a_dotted_override_through_a_scalar_names_the_key(tmp_path: Path) -> Non
             "every weight is 0",
         ),
         ("train: [{kind: masbench_gen}]\ntrl: {max_steps: 0}\n", "trl.max_steps.*`max_steps`"),
+        (
+            "train: [{kind: dataset, name: aime24, limit: 20}]\n"
+            "eval: [{kind: dataset, name: aime24, skip: 10}]\n",
+            r"config.eval\[0\] overlaps config.train\[0\]",
+        ),
+        ("train: [{kind: masbench_gen}]\neval: [{kind: masbench_gen}]\n", "overlaps"),
         ("train: [{kind: masbench_gen}]\ntrl: {output_dir: elsewhere}\n", "trl.output_dir"),
         ("train: [{kind: masbench_gen}]\ntrl: {per_device_train_batch_size: 0}\n", "`batch_size`"),
     ],

@@ -11,6 +11,7 @@ the before/after evaluation both derive their settings from.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar, Literal, get_args
@@ -146,6 +147,23 @@ class SourceConfig(ConfigModel):
         return name
 
 
+def _overlap(a: SourceConfig, b: SourceConfig) -> bool:
+    """Whether two sources can yield the same items: the same items in the same order (a dataset
+    with the same filter, a file, tasks generated alike) and overlapping skip/limit ranges."""
+    if a.kind != b.kind:
+        return False
+    same = {
+        "dataset": lambda: (a.name, a.where) == (b.name, b.where),
+        "masbench": lambda: a.path == b.path,
+        "masbench_gen": lambda: (
+            (a.axis, a.values, a.split, a.seed, a.count) == (b.axis, b.values, b.split, b.seed, b.count)
+        ),
+    }[a.kind]()
+    a_end = a.skip + a.limit if a.limit is not None else math.inf
+    b_end = b.skip + b.limit if b.limit is not None else math.inf
+    return same and a.skip < b_end and b.skip < a_end
+
+
 class PolicyTraining(ConfigModel):
     """The fields GRPO and SFT share: the policy being trained, LoRA, precision, checkpointing,
     logging, saving, the time limit and the seed."""
@@ -247,6 +265,13 @@ class TrainConfig(PolicyTraining, PolicySampling):
         default=16,
         ge=0,
         description="held-out prompts evaluated before and after training (0: no evaluation)",
+    )
+    eval_overlaps_train: bool = Field(
+        default=False,
+        description=(
+            "allow eval sources that share items with the train sources (a pilot that evaluates on "
+            "training items on purpose); by default such an overlap is refused"
+        ),
     )
     eval_sampled: bool = Field(
         default=False,
@@ -361,6 +386,15 @@ class TrainConfig(PolicyTraining, PolicySampling):
             )
         check_weights("reward_weights", self.reward_weights)
         check_trl(self.trl, GRPO_OWNED)
+        for i, held in enumerate(self.eval):
+            for j, train in enumerate(self.train):
+                if not self.eval_overlaps_train and _overlap(train, held):
+                    raise UsageError(
+                        f"config.eval[{i}] overlaps config.train[{j}]: "
+                        "the same items would be trained on and held out",
+                        hint="give the held-out source a skip past the train source's skip + limit "
+                        "(or a test split of masbench_gen)",
+                    )
         if self.num_generations < 2:
             raise UsageError(
                 "num_generations must be >= 2: GRPO compares plans within a group", hint="e.g. 4"
