@@ -38,11 +38,14 @@ def test_data_writes_verl_parquet(tmp_path: Path, capsys):
 
 def test_data_rounds_writes_rows_for_the_rounds_agent_loop(tmp_path: Path) -> None:
     cfg = tmp_path / "rounds.yaml"
+    # An embedded sub-agent that is not pulled: writing prompts needs no model, and makes no
+    # output_dir or sub-agent cache.
     cfg.write_text(
-        f"train: [{{kind: masbench_gen, values: '2', count: 3}}]\nsubagent: vllm:http://127.0.0.1:9/v1#x\n"
+        f"train: [{{kind: masbench_gen, values: '2', count: 3}}]\nsubagent: local:nosuchmodel\n"
         f"output_dir: {tmp_path / 'out'}\nmax_rounds: 2\n"
     )
     assert main(["train", "data", "--config", str(cfg), "--out", str(tmp_path / "verl"), "--rounds"]) == 0
+    assert not (tmp_path / "out").exists()
     rows = pq.read_table(tmp_path / "verl" / "train.parquet").to_pylist()
     assert len(rows) == 3 and {r["agent_name"] for r in rows} == {"masorch_rounds"}
     system, user = rows[0]["prompt"]

@@ -126,7 +126,7 @@ def test_two_steps_over_trajectories_mask_the_tool_results(tmp_path: Path, monke
         byte_tokenizer().apply_chat_template(
             row["prompt"], tools=offered, add_generation_prompt=True, tokenize=False
         )
-        for row in rounds_rows(cfg, setting)
+        for row in rounds_rows(cfg, setting.agents)
     }
     firsts = [p for p in prompts if p.count("<|im_start|>assistant") == 1]
     assert firsts and set(firsts) <= inference

@@ -300,11 +300,11 @@ def register(app: typer.Typer, *, collect_env: Callable[[Any], Any] | None = Non
 
         if rounds:
             from masorch.train.rounds_config import load_rounds_config
-            from masorch.train.rounds_grpo import rounds_rows, rounds_setting
+            from masorch.train.rounds_grpo import rounds_agents, rounds_rows
             from masorch.train.verl_agent_loop import NAME
 
             rcfg = load_rounds_config(config)
-            rows = [{**r, "dom": "low"} for r in rounds_rows(rcfg, rounds_setting(rcfg))]
+            rows = [{**r, "dom": "low"} for r in rounds_rows(rcfg, rounds_agents(rcfg))]  # no model built
             n = write_parquet(rows, out / "train.parquet", "train", agent_name=NAME)
             Console().print(f"wrote {n} train rows for the {NAME} agent loop to {out}")
             return

@@ -124,6 +124,28 @@ class RoundsOptions(Sampling):
         )
 
 
+def rounds_system_prompt(
+    agents: AgentRegistry, opts: RoundsOptions, pool: Mapping[str, PoolEntry] | None = None
+) -> str:
+    """The orchestrator's system prompt: the tools with their units, the pool, the limits. It needs
+    no model, so a run's prompts can be written out (``masorch train data --rounds``) without one."""
+    catalogue = agents.catalogue()
+    check_tool_costs(opts.tool_costs, agents.known_kinds)
+    costs = tool_costs(opts.tool_costs)
+    return render(
+        "rounds/system.j2",
+        tools=[
+            {"name": k, "title": TOOL_TITLES.get(k, ""), "summary": s.summary, "units": units_of(k, costs)}
+            for k, s in catalogue.items()
+        ],
+        pool=[{"name": n, "description": e.description} for n, e in (pool or {}).items()],
+        max_rounds=opts.max_rounds,
+        max_calls=opts.max_calls_per_round,
+        budget=opts.budget.describe(),
+        max_units=opts.max_units,
+    )
+
+
 class RoundCalls:
     """The tool side of one multi-round run: the tools offered, the rounds played, the units spent."""
 
@@ -155,24 +177,8 @@ class RoundCalls:
         self.faults_left = _fault_cap(opts.faults)
 
     def system_prompt(self) -> str:
-        """The orchestrator's system prompt: the tools with their units, the pool, the limits."""
-        return render(
-            "rounds/system.j2",
-            tools=[
-                {
-                    "name": k,
-                    "title": TOOL_TITLES.get(k, ""),
-                    "summary": s.summary,
-                    "units": units_of(k, self.costs),
-                }
-                for k, s in self.catalogue.items()
-            ],
-            pool=[{"name": n, "description": e.description} for n, e in self.pool.items()],
-            max_rounds=self.opts.max_rounds,
-            max_calls=self.opts.max_calls_per_round,
-            budget=self.opts.budget.describe(),
-            max_units=self.opts.max_units,
-        )
+        """The orchestrator's system prompt (:func:`rounds_system_prompt`)."""
+        return rounds_system_prompt(self.agents, self.opts, self.pool)
 
     def between(self, template: str, round_no: int, problem: str = "") -> str:
         """The user message after a round (``rounds/round_done.j2`` or ``rounds/no_calls.j2``)."""

@@ -64,7 +64,7 @@ from masorch.backends.chat import hermes_block_count
 from masorch.run.budget import CallRecord
 from masorch.run.executor import RoleBackends
 from masorch.run.round_calls import FINAL_TOOL, SYNTHESIS_ACK, call_ids, final_answer, wants_synthesis
-from masorch.run.round_exec import RoundCalls, RoundsOptions, bad_final
+from masorch.run.round_exec import RoundCalls, RoundsOptions, bad_final, rounds_system_prompt
 from masorch.run.rounds import Stop, synthesize
 from masorch.run.session import RunSession
 from masorch.run.trajectory import RAN_STATUSES, CallOutcome
@@ -102,11 +102,16 @@ class RoundsSetting:
         return RoundCalls(question, self.backends, self.agents, self.options, session, self.retriever)
 
     def prompt(self, question: str) -> list[dict[str, str]]:
-        """The orchestrator's chat before its first turn: the rounds system prompt and the question."""
-        return [
-            {"role": "system", "content": self.tool_calls(question).system_prompt()},
-            {"role": "user", "content": question},
-        ]
+        """The orchestrator's chat before its first turn (:func:`rounds_prompt`)."""
+        return rounds_prompt(self.agents, self.options, question)
+
+
+def rounds_prompt(agents: AgentRegistry, options: RoundsOptions, question: str) -> list[dict[str, str]]:
+    """The orchestrator's chat before its first turn: the rounds system prompt and the question."""
+    return [
+        {"role": "system", "content": rounds_system_prompt(agents, options)},
+        {"role": "user", "content": question},
+    ]
 
 
 class Rollout:

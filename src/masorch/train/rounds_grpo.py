@@ -29,7 +29,7 @@ from masorch.run.rounds import turn_grammar
 from masorch.score.scorer import Scorer
 from masorch.train.grpo import search_corpus, search_retriever, subagent_backend
 from masorch.train.rounds_config import RoundsRewardConfig, RoundsTrainConfig
-from masorch.train.rounds_env import RoundsEnvironment, RoundsSetting, environment_factory
+from masorch.train.rounds_env import RoundsEnvironment, RoundsSetting, environment_factory, rounds_prompt
 from masorch.train.rounds_rewards import COMPONENTS, trajectory_reward
 from masorch.train.trainer_parts import (
     LOG_FILE,
@@ -228,15 +228,17 @@ def rounds_questions(cfg: RoundsTrainConfig, agents: AgentRegistry) -> list[dict
 
 
 def rounds_rows(
-    cfg: RoundsTrainConfig, setting: RoundsSetting, questions: list[dict[str, Any]] | None = None
+    cfg: RoundsTrainConfig, agents: AgentRegistry, questions: list[dict[str, Any]] | None = None
 ) -> list[dict[str, Any]]:
     """The training rows: each question (``questions``, else :func:`rounds_questions`) with the
-    rounds prompt, gold answer and scorer."""
-    rows = rounds_questions(cfg, setting.agents) if questions is None else questions
+    rounds prompt, gold answer and scorer. No model is built (``masorch train data --rounds``
+    writes them without one)."""
+    rows = rounds_questions(cfg, agents) if questions is None else questions
+    options = cfg.options()
     return [
         {
             **{k: v for k, v in row.items() if k not in ("prompt", "dom")},
-            "prompt": setting.prompt(row["question"]),
+            "prompt": rounds_prompt(agents, options, row["question"]),
         }
         for row in rows
     ]
@@ -377,7 +379,7 @@ def train_rounds(
     created = make_output_dir(out)  # after the model and data checks: those leave nothing behind
     try:  # until the run's files change, a failure removes a directory it made
         setting = rounds_setting(cfg, subagent=subagent, agents=agents)
-        rows = rounds_rows(cfg, setting, questions)
+        rows = rounds_rows(cfg, setting.agents, questions)
         logger.info("%d training prompts; tools: %s", len(rows), ", ".join(setting.agents.catalogue()))
         rewards = RoundsRewards(cfg.rewards, out / TRAJECTORIES_FILE)
         precision, weights_dtype = precisions(cfg.precision, cfg.lora)
