@@ -83,7 +83,8 @@ class ConfigModel(BaseModel):
         if p.is_dir():
             raise UsageError(f"{p} is a directory, not a config file", hint="give the path of a YAML file")
         if not p.is_file():
-            raise UsageError(f"no such config file: {p}", hint="give the path of a YAML file")
+            problem = f"{p} is not a regular file" if p.exists() else f"no such config file: {p}"
+            raise UsageError(problem, hint="give the path of a YAML file")
         data = load_yaml_file(p, what=cls.what) or {}
         if not isinstance(data, dict):
             raise UsageError(f"{p} must hold a YAML mapping", hint="write key: value lines")

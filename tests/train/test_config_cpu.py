@@ -337,3 +337,10 @@ def test_bad_sft_configs_are_refused_on_loading(tmp_path: Path, text: str, match
 
     with pytest.raises(UsageError, match=match):
         load_sft_config(write(tmp_path, "data: runs/collect/sft.jsonl\n" + text))
+
+
+def test_a_config_path_that_is_no_file_is_named_as_such(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no such config file"):
+        load_config(tmp_path / "absent.yaml")
+    with pytest.raises(UsageError, match="/dev/null is not a regular file"):
+        load_config("/dev/null")
