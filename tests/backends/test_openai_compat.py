@@ -107,6 +107,16 @@ async def test_a_refused_key_names_the_variable_its_provider_reads(provider: str
     assert key in (info.value.hint or "")
 
 
+async def test_a_reply_no_token_cap_could_give_is_refused() -> None:
+    # A server that ignores max_tokens: 5 MB in one reply would be a run-log line too long to resume.
+    with LoopbackServer(lambda messages: "x" * 5_000_000) as server:
+        b = backend(server)
+        with pytest.raises(BackendError, match="holds 5,000,000 characters") as info:
+            await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+    assert info.value.code == "backend_bad_reply" and not info.value.retryable
+
+
 @pytest.mark.timeout(120)
 async def test_many_concurrent_calls_with_random_faults_all_end_and_attempts_add_up() -> None:
     plan = FaultPlan(rate=0.3, seed=7)

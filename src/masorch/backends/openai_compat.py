@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 
 BASE_URL_ENV = ("MASORCH_OPENAI_BASE_URL", "OPENAI_BASE_URL")
 API_KEY_ENV = ("MASORCH_OPENAI_API_KEY", "OPENAI_API_KEY")
+#: The longest reply taken (about a million tokens: past any context of a model this project runs).
+MAX_REPLY_CHARS = 4 * 1024 * 1024
 _RETRYABLE_STATUS = frozenset({408, 409, 429})
 #: How servers say a request does not fit the model's context: llama.cpp ("the request exceeds the
 #: available context size", or HTTP 500 "Context size has been exceeded" mid-generation), vLLM and
@@ -584,8 +586,21 @@ class OpenAIBackend:
                 code="backend_bad_reply",
                 retryable=False,
             ) from None
+        self._check_size(text, tool_calls)
         usage = self._usage(data.get("usage"), messages, text, tool_calls)
         return Completion(text=text, usage=usage, finish=finish, tool_calls=tool_calls, model=self._model_id)
+
+    def _check_size(self, text: str, tool_calls: tuple[ToolCall, ...]) -> None:
+        """A BackendError for a reply no token cap of this project could give (a server that ignores
+        ``max_tokens``): whole, it would be a run-log line too long to read back on resume."""
+        size = len(text) + sum(len(c.name) + len(c.arguments) for c in tool_calls)
+        if size > MAX_REPLY_CHARS:
+            raise BackendError(
+                f"the server's reply holds {size:,} characters, more than {MAX_REPLY_CHARS:,}",
+                hint="check that the server honours max_tokens (a completion cap)",
+                code="backend_bad_reply",
+                retryable=False,
+            )
 
     def _parse_text(self, data: Any, messages: Sequence[Message]) -> Completion:
         """A text completion of a rendered chat prompt, its ``<tool_call>`` blocks read as calls."""
@@ -603,6 +618,7 @@ class OpenAIBackend:
         if read is not None:  # else the whole text stays, for the caller to read or explain
             text, tool_calls = read
             finish = "tool_calls" if finish == "stop" else finish
+        self._check_size(text, tool_calls)
         usage = self._usage(data.get("usage"), messages, text, tool_calls)
         return Completion(text=text, usage=usage, finish=finish, tool_calls=tool_calls, model=self._model_id)
 
