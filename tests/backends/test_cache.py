@@ -162,3 +162,20 @@ def test_tool_calls_and_tool_call_ids_are_in_the_key() -> None:
     assert answered != cache_key("m", [Message("tool", "4", tool_call_id="c2")], GenerateConfig())
     # A message without tool parts keys as it did before messages could carry them.
     assert plain == cache_key("m", [Message("assistant", "")], GenerateConfig())
+
+
+def test_an_sqlite_file_of_something_else_is_refused_untouched(tmp_path: Path) -> None:
+    for name, schema in (
+        ("other.sqlite", "CREATE TABLE notes (id INTEGER, text TEXT)"),
+        ("clash.sqlite", "CREATE TABLE completions (id INTEGER, reply TEXT)"),
+    ):
+        path = tmp_path / name
+        with sqlite3.connect(path) as conn:
+            conn.execute(schema)
+        with pytest.raises(UsageError, match="not a masorch response cache"):
+            ResponseCache(path)
+        with sqlite3.connect(path) as conn:
+            tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master")]
+        assert tables == [schema.split()[2]]
+    ResponseCache(tmp_path / "fresh.sqlite")  # a new file, and one of ours, open as before
+    ResponseCache(tmp_path / "fresh.sqlite")

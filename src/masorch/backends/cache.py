@@ -90,6 +90,10 @@ def _load(text: str) -> Completion:
     )
 
 
+#: The columns of a cache's ``completions`` table.
+_COLUMNS = ("key", "model_id", "request", "completion", "created_at")
+
+
 class ResponseCache:
     """Completions stored in one SQLite file (WAL mode), safe to share between tasks and threads.
 
@@ -113,6 +117,7 @@ class ResponseCache:
                         f"{_SCHEMA_VERSION}",
                         hint="use another cache file or delete this one",
                     )
+                self._check_foreign()
                 self._conn.execute(
                     "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model_id TEXT NOT NULL, "
                     "request TEXT NOT NULL, completion TEXT NOT NULL, created_at REAL NOT NULL)"
@@ -123,6 +128,17 @@ class ResponseCache:
                 f"cannot open the response cache {self.path}: {exc}",
                 hint="give a writable path; delete the file if it is not a masorch cache",
             ) from None
+
+    def _check_foreign(self) -> None:
+        """A UsageError for an SQLite file that is not a masorch cache (other tables, or a
+        ``completions`` table of other columns): it must not be written into, nor fail every call."""
+        tables = {r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        columns = [r[1] for r in self._conn.execute("PRAGMA table_info(completions)")]
+        if tables - {"completions"} or (columns and columns != list(_COLUMNS)):
+            raise UsageError(
+                f"{self.path} is an SQLite file of something else, not a masorch response cache",
+                hint="give the cache a new file name (or the file of an earlier masorch run)",
+            )
 
     def get(self, key: str) -> Completion | None:
         """The stored completion for ``key``, or None."""
