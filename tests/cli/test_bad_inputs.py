@@ -321,6 +321,12 @@ CASES: list[tuple[str, Case, int, str]] = [
     ("eval run --data ''", lambda f, d: [*EVAL, "--data", "", "--out", str(d)], 2, "names no dataset"),
     ("eval run --data ','", lambda f, d: [*EVAL, "--data", ",", "--out", str(d)], 2, "names no dataset"),
     ("view a plain file", lambda f, d: ["view", str(f["a_file"])], 2, "not a masorch trace"),
+    (
+        "bench make --format without --paper",
+        lambda f, d: ["bench", "make", "-o", str(d / "x.jsonl"), "--format", "zzz", "-q"],
+        2,
+        "--format applies to the --paper suite only",
+    ),
     ("view a bad port", lambda f, d: ["view", str(d), "--port", "70000"], 2, "is not a port"),
     (
         "unknown provider",
@@ -523,6 +529,22 @@ def test_sigterm_stops_a_command_with_its_clean_up(tmp_path):
         proc.kill()
     assert proc.returncode == 130 and "aborted" in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_paper_suite_stopped_part_way_keeps_no_stale_manifest(tmp_path, monkeypatch):
+    # A manifest of the old suite (seed 0) beside files of the new one (seed 7) passed `bench check`.
+    from masorch.masbench import export
+
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "manifest.json").write_text('{"seed": 0}')
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(export, "write_records", interrupted)
+    assert main(["bench", "make", "--paper", "-o", str(suite), "--seed", "7", "-q"]) == 130
+    assert not (suite / "manifest.json").exists()
 
 
 def test_ctrl_c_says_aborted_and_exits_130(tmp_path, monkeypatch, capsys):

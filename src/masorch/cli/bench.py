@@ -55,8 +55,9 @@ def make(
         bool, typer.Option("--paper", help="Make the paper-sized suite (all axes and splits) into -o DIR.")
     ] = False,
     fmt: Annotated[
-        str, typer.Option("--format", help="File format of the --paper suite: parquet or jsonl.")
-    ] = ("parquet"),
+        str | None,
+        typer.Option("--format", help="File format of the --paper suite: parquet (default) or jsonl."),
+    ] = None,
     workers: Annotated[
         int, typer.Option(min=1, max=64, help="Processes to generate with (output is the same).")
     ] = 1,
@@ -67,7 +68,15 @@ def make(
     from masorch.masbench.suite import generate
 
     console = Console(stderr=True, quiet=quiet)
+    if fmt is not None and not paper:
+        raise UsageError(
+            "--format applies to the --paper suite only",
+            hint="a single file's format is its suffix: -o x.jsonl or -o x.parquet",
+        )
+    fmt = fmt or "parquet"
     parts = _paper_parts(output, fmt, seed) if paper else _axis_parts(output, axis, values, n, split, seed)
+    if paper:  # written last: a suite stopped part way has no manifest that its files contradict
+        (output / MANIFEST_FILE).unlink(missing_ok=True)
     total = sum(len(jobs) for _, jobs in parts)
     start = time.perf_counter()
     with _progress(console) as bar:
@@ -92,11 +101,15 @@ def make(
             "files": [{"file": p.name, "instances": len(j)} for p, j in parts],
             "instances": total,
         }
-        (output / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        (output / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
     elapsed = time.perf_counter() - start
     console.print(
         f"{total} instances in {elapsed:.1f} s ({total / max(elapsed, 1e-9):.0f}/s)", highlight=False
     )
+
+
+#: The file that describes a --paper suite (seed, format, files), written once every file is.
+MANIFEST_FILE = "manifest.json"
 
 
 def _paper_parts(output: Path, fmt: str, seed: int) -> list[tuple[Path, list[Any]]]:
