@@ -31,6 +31,7 @@ from masorch.train.collect import (
     collect,
     collect_state,
     env_spec,
+    questions,
 )
 from masorch.train.collect_config import CollectConfig, DataConfig, describe_collect, load_collect_config
 from masorch.train.collect_select import recovered, select, tool_shares
@@ -449,6 +450,13 @@ def test_cli_collect_with_progress(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "kept 2 of 3 questions" in result.output and "collect" in result.output
     assert (tmp_path / "cli" / DATASET_FILE).is_file()
+
+
+def test_a_data_entry_error_names_its_keys_not_evals_flags(tmp_path: Path) -> None:
+    cfg = config(tmp_path, data=[DataConfig(spec=str(data_file(tmp_path)))])  # own questions, no scorer
+    with pytest.raises(UsageError, match=r"config.data\[0\]: spec .* holds your own questions") as err:
+        questions(cfg)
+    assert "scorer" in (err.value.hint or "") and "--" not in (err.value.hint or "")
 
 
 def test_a_dead_teacher_is_reported_with_the_way_to_retry(tmp_path: Path) -> None:

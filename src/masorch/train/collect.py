@@ -87,20 +87,33 @@ class Question:
         return sid if sid.startswith(f"{dataset}/") else f"{dataset}/{sid}"
 
 
+def _as_keys(hint: str) -> str:
+    """An eval hint about ``--data``/``--scorer``/``--limit``/``--sample`` in a data entry's keys."""
+    for flag in ("data", "scorer", "limit", "sample", "skip", "seed"):
+        hint = hint.replace(f"--{flag}", flag if flag != "data" else "spec")
+    return hint.replace(" (judge, with --judge-model)", "")
+
+
 def questions(cfg: CollectConfig) -> list[Question]:
     """The training set's questions, part by part, in order."""
     cache_dir = Path(cfg.data_dir) if cfg.data_dir else None
     out = []
-    for part in cfg.data:
-        src = resolve(
-            part.spec,
-            limit=part.limit,
-            sample=part.sample,
-            seed=part.seed,
-            skip=part.skip,
-            cache_dir=cache_dir,
-            scorer=part.scorer,
-        )
+    for i, part in enumerate(cfg.data):
+        try:
+            src = resolve(
+                part.spec,
+                limit=part.limit,
+                sample=part.sample,
+                seed=part.seed,
+                skip=part.skip,
+                cache_dir=cache_dir,
+                scorer=part.scorer,
+            )
+        except UsageError as exc:  # eval's words name its flags; a collect config has keys
+            raise UsageError(
+                f"config.data[{i}]: {exc.message.replace('--data ', 'spec ')}",
+                hint=_as_keys(exc.hint or ""),
+            ) from None
         out += [Question(src, s) for s in src.samples]
     seen: set[str] = set()
     unique = []
