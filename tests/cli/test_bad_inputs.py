@@ -62,6 +62,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
         "mode_systems": tmp_path / "mode_systems.yaml",
         "a_dir_jsonl": tmp_path / "a_dir.jsonl",
         "costs_systems": tmp_path / "costs.yaml",
+        "fifo": tmp_path / "fifo.csv",
     }
     for key in ("binary", "binary_jsonl", "binary_yaml", "binary_parquet"):
         out[key].write_bytes(BINARY)
@@ -77,6 +78,7 @@ def files(tmp_path: Path) -> dict[str, Path]:
     out["self_yaml"].write_text("self: 1\n")
     out["mode_systems"].write_text("systems:\n  - {system: sas:cot, model: nope:x, mode: mas}\n")
     out["a_dir_jsonl"].mkdir()
+    os.mkfifo(out["fifo"])  # reading it would block forever
     out["costs_systems"].write_text(
         "defaults: {model: 'vllm:http://127.0.0.1:9/v1#m'}\n"
         "systems:\n  - {system: mas:rounds, tool_costs: {pyhton: 2}}\n"
@@ -321,6 +323,24 @@ CASES: list[tuple[str, Case, int, str]] = [
     ("eval run --data ''", lambda f, d: [*EVAL, "--data", "", "--out", str(d)], 2, "names no dataset"),
     ("eval run --data ','", lambda f, d: [*EVAL, "--data", ",", "--out", str(d)], 2, "names no dataset"),
     ("view a plain file", lambda f, d: ["view", str(f["a_file"])], 2, "not a masorch trace"),
+    (
+        "bench check /dev/null",
+        lambda f, d: ["bench", "check", "/dev/null"],
+        2,
+        "/dev/null is not a regular file",
+    ),
+    (
+        "eval run --data a FIFO",
+        lambda f, d: [*EVAL, "--data", str(f["fifo"]), "--out", str(d / "o")],
+        2,
+        "is not a regular file",
+    ),
+    (
+        "eval run --data an empty directory",
+        lambda f, d: [*EVAL, "--data", str(f["a_dir_jsonl"]), "--out", str(d / "o")],
+        2,
+        "a directory is read as a MASBench suite",
+    ),
     (
         "bench make --format without --paper",
         lambda f, d: ["bench", "make", "-o", str(d / "x.jsonl"), "--format", "zzz", "-q"],

@@ -147,6 +147,10 @@ def resolve(
             hint=f"datasets: {', '.join(DATASETS)} (`masorch data pull NAME`); a .jsonl, .parquet or .csv "
             "file; hf:NAME[:CONFIG][:SPLIT]; or a MASBench directory",
         )
+    if not path.is_file() and not path.is_dir():  # a FIFO or a device: reading it would block
+        raise UsageError(
+            f"--data {spec!r} is not a regular file", hint="give a data file, a dataset name or a directory"
+        )
     if path.is_file() and not spec.startswith("masbench:"):
         rows = read_rows(path)
         if not _masbench_export(rows):

@@ -156,7 +156,8 @@ def write_records(path: Path, records: Iterable[dict[str, Any]]) -> int:
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
     """Read full records back from a .jsonl or .parquet file written by :func:`write_records`."""
     if not path.is_file():
-        raise UsageError(f"no such file: {path}", hint="give the path of a .jsonl or .parquet file")
+        problem = f"{path} is not a regular file" if path.exists() else f"no such file: {path}"
+        raise UsageError(problem, hint="give the path of a .jsonl or .parquet file")
     suffix = check_format(path, "read")
     if suffix == ".jsonl":
         for lineno, rec in iter_jsonl(path, what="MASBench file", hint="is it a MASBench file?"):
@@ -199,6 +200,10 @@ def data_files(path: Path) -> list[Path]:
     if path.is_dir():
         files = sorted(p for p in path.iterdir() if p.suffix in FORMATS)
         if not files:
-            raise UsageError(f"no .jsonl or .parquet files in {path}", hint="run `masorch bench make` first")
+            raise UsageError(
+                f"no .jsonl or .parquet files in the directory {path}",
+                hint="a directory is read as a MASBench suite (`masorch bench make -o DIR` writes one); "
+                "give a data file itself as a file path",
+            )
         return files
     return [path]
