@@ -199,3 +199,10 @@ def test_an_exponent_without_a_dot_is_a_number(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text("train: [{kind: masbench_gen}]\nlearning_rate: 1e-4\n")
     assert load_config(path).learning_rate == 1e-4
+
+
+def test_a_write_refused_names_the_file_asked_for(tmp_path):
+    target = tmp_path / "missing_dir" / "report.md"  # mkstemp fails in a directory that is not there
+    with pytest.raises(OSError) as err, atomic_writer(target, "w") as fh:
+        fh.write("x")
+    assert err.value.filename == str(target)

@@ -453,7 +453,10 @@ def replacing(target: str | Path) -> Iterator[Path]:
     ('kept', ['a.txt'])
     """
     target = Path(target)
-    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as exc:  # named by the file asked for, not the hidden temporary one
+        raise OSError(exc.errno, exc.strerror, str(target)) from None
     os.close(fd)
     tmp = Path(name)
     try:
