@@ -141,7 +141,7 @@ def check_systems(
             _in_system(f"system {s.label!r} prompt_file", load_prompt_file, s.prompt_file, dom)
 
 
-def _in_system(where: str, check: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+def _in_system(where: str, check: Callable[..., object], *args: Any, **kwargs: Any) -> None:
     """``check(*args, **kwargs)``; its UsageError begins with ``where`` (the system and field)."""
     try:
         check(*args, **kwargs)

@@ -167,7 +167,7 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
     rows = parquet_rows(
         path, what="MASBench file", hint=hint, max_bytes=MAX_FILE_BYTES, columns=["extra_info"]
     )
-    for row, info in enumerate(r.get("extra_info") for r in rows):
+    for row, info in enumerate(r.get("extra_info") or {} for r in rows):
         where = f"{path} row {row}"
         try:
             rec = json.loads(info["record"])
