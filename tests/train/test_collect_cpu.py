@@ -435,17 +435,23 @@ def test_config_errors(tmp_path: Path) -> None:
     assert "max_tool_share" in names and "data[]: spec" in names
 
 
-def test_cli_collect_with_progress(tmp_path: Path) -> None:
-    models = Models()
+def collect_cli(tmp_path: Path, models: Models, lines: str) -> tuple[typer.Typer, Path]:
+    """The CLI with ``masorch train collect`` over ``models``, and a config of the scripted teacher
+    on the test questions with ``lines`` added (its output_dir: ``tmp_path/cli``)."""
     app = typer.Typer()
     factory: Callable[[CollectConfig], Any] = lambda cfg: env_spec(cfg, backend_factory=models)  # noqa: E731
     register(app, collect_env=factory)
-    p = tmp_path / "collect.yaml"
-    p.write_text(
+    path = tmp_path / "collect.yaml"
+    path.write_text(
         "teacher: scripted:teacher\nsubagent: scripted:sub\n"
         f"data: [{{spec: {data_file(tmp_path)}, scorer: exact}}]\n"
-        f"samples: 2\ntemperature: 0.5\nmax_tool_share: 1.0\noutput_dir: {tmp_path / 'cli'}\n"
+        f"max_tool_share: 1.0\noutput_dir: {tmp_path / 'cli'}\n{lines}"
     )
+    return app, path
+
+
+def test_cli_collect_with_progress(tmp_path: Path) -> None:
+    app, p = collect_cli(tmp_path, Models(), "samples: 2\ntemperature: 0.5\n")
     result = CliRunner().invoke(app, ["train", "collect", "--config", str(p), "--set", "fault_rate=0"])
     assert result.exit_code == 0, result.output
     assert "kept 2 of 3 questions" in result.output and "collect" in result.output
@@ -464,14 +470,7 @@ def test_a_dead_teacher_is_reported_with_the_way_to_retry(tmp_path: Path) -> Non
     models.teacher = ScriptedBackend(
         lambda m, c: BackendError("connection to http://127.0.0.1:9/v1 failed"), name="teacher"
     )
-    app = typer.Typer()
-    register(app, collect_env=lambda cfg: env_spec(cfg, backend_factory=models))
-    p = tmp_path / "collect.yaml"
-    p.write_text(
-        "teacher: scripted:teacher\nsubagent: scripted:sub\n"
-        f"data: [{{spec: {data_file(tmp_path)}, scorer: exact}}]\n"
-        f"samples: 1\nfault_rate: 0\nmax_tool_share: 1.0\noutput_dir: {tmp_path / 'cli'}\n"
-    )
+    app, p = collect_cli(tmp_path, models, "samples: 1\nfault_rate: 0\n")
     result = CliRunner().invoke(app, ["train", "collect", "--config", str(p)])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.split())
@@ -504,14 +503,7 @@ def test_the_state_of_a_collection_part_way_and_at_its_end(tmp_path: Path) -> No
 
 def test_cli_collect_report_runs_nothing(tmp_path: Path) -> None:
     models = Models()
-    app = typer.Typer()
-    register(app, collect_env=lambda cfg: env_spec(cfg, backend_factory=models))
-    p = tmp_path / "collect.yaml"
-    p.write_text(
-        "teacher: scripted:teacher\nsubagent: scripted:sub\n"
-        f"data: [{{spec: {data_file(tmp_path)}, scorer: exact}}]\n"
-        f"samples: 2\ntemperature: 0.5\nmax_tool_share: 1.0\nfault_rate: 0\noutput_dir: {tmp_path / 'cli'}\n"
-    )
+    app, p = collect_cli(tmp_path, models, "samples: 2\ntemperature: 0.5\nfault_rate: 0\n")
     early = CliRunner().invoke(app, ["train", "collect", "--config", str(p), "--report"])
     assert isinstance(early.exception, UsageError) and "no attempts" in str(early.exception)
     assert CliRunner().invoke(app, ["train", "collect", "--config", str(p)]).exit_code == 0
