@@ -19,6 +19,7 @@ from masorch.agents.sandbox import (
     SandboxResult,
     cpu_cgroup_base,
     file_boundary,
+    lifetime_prefix,
     memory_cgroup_base,
     namespace_prefix,
     pids_cgroup_base,
@@ -558,6 +559,7 @@ def _is_runs_prelude(pid: int) -> bool:
     return argv[0] == sys.executable.encode() and b'"status_fd"' in argv[-2]
 
 
+@pytest.mark.skipif(not lifetime_prefix(), reason="this host has no setpriv --pdeathsig")
 @pytest.mark.parametrize("namespaces", [True, False], ids=["namespaces", "without_namespaces"])
 def test_a_caller_killed_outright_takes_its_program_with_it(namespaces):
     # wall_s is the caller's to enforce: a caller killed by SIGKILL (or the OOM killer) never does.
