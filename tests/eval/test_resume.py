@@ -12,8 +12,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import typer
 from eval_helpers import SumBackendFactory, scorer_factory, write_sums
+from typer.testing import CliRunner
 
+from masorch.cli import eval as eval_cli
 from masorch.errors import UsageError
 from masorch.eval.harness import EnvSpec, EvalOptions, evaluate
 from masorch.eval.log import RunLog
@@ -205,3 +208,30 @@ def test_a_run_begun_before_a_system_field_existed_resumes(tmp_path: Path) -> No
     log.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     with pytest.raises(UsageError, match="different systems"):
         evaluate(systems, [data], tmp_path / "o", options=EvalOptions(resume=True), env_spec=env)
+
+
+def test_resume_refuses_other_settings_and_the_report_names_them(tmp_path: Path) -> None:
+    # A resume with another --max-tokens or --agents mixed answers of two settings in one run.
+    data = write_sums(tmp_path / "s.jsonl", 3)
+    app = typer.Typer()
+    env = EnvSpec(backend_factory=SumBackendFactory(), scorer_factory=scorer_factory)
+    eval_cli.register(app, env_factory=lambda args: env)
+    out = tmp_path / "o"
+    args = ["eval", "run", "--systems", "sas:cot", "--model", "scripted:m", "--data", str(data)]
+    args += ["--out", str(out), "--no-plots", "--max-tokens", "64"]
+    runner = CliRunner()
+    assert runner.invoke(app, args).exit_code == 0
+    assert "Settings: agents default, max_tokens 64." in (out / "report.md").read_text()
+    for other in (["--max-tokens", "128"], ["--agents", "paper"]):
+        refused = runner.invoke(app, [*args, *other, "--resume"])
+        assert isinstance(refused.exception, UsageError), refused.output
+        assert "different settings" in str(refused.exception)
+    resumed = runner.invoke(app, [*args, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    # a log begun before settings were kept resumes as before
+    log = out / "log.jsonl"
+    lines = log.read_text().splitlines()
+    header = json.loads(lines[0])
+    del header["settings"]
+    log.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    assert runner.invoke(app, [*args, "--max-tokens", "128", "--resume"]).exit_code == 0

@@ -225,6 +225,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             traces=traces,
             use_ray=ray is not None,
             ray_address=None if ray in (None, "local") else ray,
+            settings=_settings(env_args),
         )
         console = Console(stderr=True)
         tally = _run_with_progress(console, specs, sources, out, options, env)
@@ -250,6 +251,17 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         """Rebuild DIR/report.md (and DIR/plots/) from DIR/log.jsonl alone."""
         path = write_report(directory, plots=plots, seed=seed)
         typer.echo(str(path))
+
+
+def _settings(args: EnvArgs) -> dict[str, Any]:
+    """The flags besides the systems and data that change the answers, as the log's header keeps
+    them (a resume under others is refused): the agent profile and those given."""
+    given = {
+        "max_tokens": args.max_tokens,
+        "ctx": args.n_ctx,
+        "judge_model": (args.scorer_options.get("llm_judge") or {}).get("model"),
+    }
+    return {"agents": args.agent_profile} | {k: v for k, v in given.items() if v is not None}
 
 
 def _run_with_progress(

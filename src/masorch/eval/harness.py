@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -130,7 +130,10 @@ class TraceFile:
 @dataclass(frozen=True)
 class EvalOptions:
     """How a run goes: ``concurrency`` items in flight, resume, retries of failures, traces, Ray, and
-    the datasets whose items run ``first`` (:func:`~masorch.eval.item.work_items`)."""
+    the datasets whose items run ``first`` (:func:`~masorch.eval.item.work_items`). ``settings``
+    are what else shapes the answers outside the systems and datasets (the CLI's agent profile,
+    completion cap, context size, judge model): kept in the log's header and checked on a resume,
+    so that a run is not resumed under other settings and mixed."""
 
     concurrency: int = 8
     resume: bool = False
@@ -139,6 +142,7 @@ class EvalOptions:
     ray_address: str | None = None
     use_ray: bool = False
     first: tuple[str, ...] = ()
+    settings: Mapping[str, Any] = field(default_factory=dict)
 
 
 def evaluate(
@@ -161,6 +165,7 @@ def evaluate(
     header = {
         "systems": [s.to_dict() for s in systems],
         "datasets": [src.describe() for src in sources],
+        "settings": dict(opts.settings),
         "started": time.time(),
     }
     every = work_items(systems, sources, opts.first)  # a bad --first fails before the log is touched

@@ -31,6 +31,8 @@ LOG_VERSION = 1
 HARNESS_FAILED = "failed"
 #: The statuses of a sample that ended in error rather than with an answer, right or wrong.
 ERROR_STATUSES = ("error", HARNESS_FAILED)
+#: The header entries a resume must find equal: what was run on what, and under which settings.
+RESUME_KEYS = ("systems", "datasets", "settings")
 #: The largest run log read back (a 16,000-sample run is about 40 MB).
 MAX_LOG_BYTES = 1 << 30
 
@@ -83,6 +85,8 @@ def _shape_problem(record: dict[str, Any], *, first: bool) -> str:
                 isinstance(i, dict) and isinstance(i.get("name"), str) for i in items
             ):
                 return f"the header's {key} must be a list of objects with a name"
+        if not isinstance(record.get("settings", {}), dict):
+            return "the header's settings must be an object"
         return ""
     if kind == "sample":
         bad = [k for k in _SAMPLE_KEYS if not isinstance(record.get(k), str)]
@@ -126,7 +130,7 @@ class RunLog:
         """Open ``directory/log.jsonl``: a new log, or with ``resume`` the existing one (header checked).
 
         Without ``resume`` an existing non-empty log is a UsageError (never overwritten). With it,
-        the stored header's ``systems`` and ``datasets`` must equal ``header``'s.
+        the stored header's ``systems``, ``datasets`` and ``settings`` must equal ``header``'s.
         """
         check_run_dir(directory)
         try:
@@ -159,8 +163,12 @@ class RunLog:
             if not records or records[0].get("type") != "header":
                 raise UsageError(f"{path} has no header line", hint="start a new --out directory")
             stored = records[0]
-            for key in ("systems", "datasets"):
+            for key in RESUME_KEYS:
+                if key == "settings" and key not in stored:  # a log begun before settings were kept
+                    continue
                 was, now = _comparable(key, stored.get(key)), _comparable(key, head.get(key))
+                if key == "settings":  # none given and none kept are the same
+                    was, now = was or {}, now or {}
                 if key == "datasets":  # a log begun before the sample fingerprint: compared without it
                     was, now = _without_missing_ids(was, now)
                 if json.dumps(was, sort_keys=True) != json.dumps(now, sort_keys=True):

@@ -105,6 +105,9 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
         budget = ", ".join(f"{k.removeprefix('max_')} {v}" for k, v in (s.get("budget") or {}).items() if v)
         label = system_label(str(s.get("mode", "?")), str(s.get("variant", "?")))
         out.append(f"| {name} | {label} | {models} | {budget or '-'} |")
+    settings = header.get("settings") or {}
+    if settings:
+        out += ["", "Settings: " + ", ".join(f"{k} {v}" for k, v in settings.items()) + "."]
     out += [
         "",
         "Accuracy counts every finished sample (a run that did not end ok is wrong); intervals are "
