@@ -150,6 +150,8 @@ def read_text(path: str | Path, *, what: str = "file", max_bytes: int = MAX_TEXT
     A missing, unreadable, binary, non-UTF-8 or too large file is a :class:`UsageError` with a hint.
     """
     if str(path) == "-":
+        if sys.stdin is None:  # started with standard input closed (`<&-`)
+            raise UsageError(f"no standard input to read the {what} from", hint=f"give the {what}'s path")
         binary = getattr(sys.stdin, "buffer", None)  # a text-only stream (a test runner's) has none
         data = binary.read(max_bytes + 1) if binary is not None else sys.stdin.read(max_bytes + 1).encode()
         if len(data) > max_bytes:

@@ -39,3 +39,13 @@ def test_a_missing_extra_names_the_extra_in_brackets(capsys, monkeypatch):
     code = main(["run", "2+2?", "--orchestrator", "hf:/nowhere", "--subagent", "hf:/nowhere", "--json"])
     err = capsys.readouterr().err
     assert code == 2 and "pip install 'masorch[train]'" in err, err
+
+
+def test_paths_with_brackets_are_printed_as_text(tmp_path, monkeypatch, capsys):
+    # A cache path holding "[/x]" crashed `models list` and `models verify all` (rich markup).
+    cache = tmp_path / "c[/x]"
+    monkeypatch.setenv("MASORCH_CACHE", str(cache))
+    assert main(["models", "list"]) == 0
+    assert main(["models", "verify", "all"]) == 0
+    out = capsys.readouterr().out.replace("\n", "")
+    assert "c[/x]" in out and "nothing to verify" in out

@@ -81,3 +81,21 @@ def test_no_file_and_a_terminal_on_stdin_is_a_usage_error(monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", Terminal(""))
     assert main(["validate"]) == 2
     assert capsys.readouterr().err.startswith("error: no plan given")
+
+
+def test_plan_text_is_shown_as_text_not_read_as_markup(tmp_path, capsys):
+    # A model's task "x[/i] y" crashed the report with a rich MarkupError; "[red]z[/red]" lost its text.
+    path = tmp_path / "plan.txt"
+    path.write_text(
+        'create_agent(kind="cot", id="a", task="x[/i] y [red]z[/red]", temperature="[/x]")\n'
+        'create_flow("[/z]", "a")\n'
+    )
+    assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "x[/i] y [red]z[/red]" in out and "'[/x]'" in out and "[/z] -> a" in out
+
+
+def test_closed_standard_input_is_a_usage_error(monkeypatch, capsys):
+    monkeypatch.setattr("sys.stdin", None)  # as `masorch validate <&-` starts
+    assert main(["validate"]) == 2
+    assert "no standard input" in capsys.readouterr().err

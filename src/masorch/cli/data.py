@@ -116,4 +116,4 @@ def register(app: typer.Typer) -> None:
             question = sample.question if len(sample.question) <= 400 else sample.question[:397] + "..."
             table.add_row(Text(sample.id), Text(question), Text(sample.answer))
         console.print(table)
-        console.print(f"cache: {data_dir(spec, cache_dir)}", highlight=False)
+        console.print(Text(f"cache: {data_dir(spec, cache_dir)}"))

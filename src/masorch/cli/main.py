@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         if callable(show):
             show()
         else:
-            err.print(f"error: {exc}", highlight=False)
+            err.print(Text(f"error: {exc}"))
         return int(getattr(exc, "exit_code", 2))
     finally:
         if previous is not None:

@@ -6,8 +6,10 @@ import time
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from masorch.backends.engine import BuildProgress, EngineStore
 from masorch.backends.models import ModelStore, PullProgress
@@ -60,7 +62,8 @@ def build_engine(console: Console, *, force: bool = False) -> None:
             )
 
         target = engine.build(force=force, progress=show)
-    console.print(f"llama-server: {target} ({time.perf_counter() - start:.0f}s)", highlight=False)
+    seconds = time.perf_counter() - start
+    console.print(f"llama-server: {escape(str(target))} ({seconds:.0f}s)", highlight=False)
 
 
 def register(app: typer.Typer) -> None:
@@ -77,7 +80,7 @@ def register(app: typer.Typer) -> None:
     def list_cmd() -> None:
         """List the embedded models, their size and whether they are cached and verified."""
         store = ModelStore()
-        table = Table(title=f"embedded models (cache: {store.cache_dir})")
+        table = Table(title=Text(f"embedded models (cache: {store.cache_dir})"))
         for column in ("name", "size", "cached", "verified", "description"):
             table.add_column(column)
         for status in store.list():
@@ -114,7 +117,9 @@ def register(app: typer.Typer) -> None:
                     bar.update(task, completed=event.done_bytes, phase=phase)
 
                 target = store.pull(model_name, force=force, progress=show)
-            console.print(f"{model_name}: {target} ({time.perf_counter() - start:.1f}s)", highlight=False)
+            console.print(
+                f"{model_name}: {escape(str(target))} ({time.perf_counter() - start:.1f}s)", highlight=False
+            )
         if engine:
             build_engine(console)
 
@@ -126,7 +131,7 @@ def register(app: typer.Typer) -> None:
         console = Console()
         build_engine(console, force=force)
         if not force:
-            console.print(f"llama-server: {EngineStore().binary()}", highlight=False)
+            console.print(f"llama-server: {escape(str(EngineStore().binary()))}", highlight=False)
 
     @models_app.command("verify")
     def verify_cmd(
@@ -139,7 +144,7 @@ def register(app: typer.Typer) -> None:
         if name == "all":
             names = [s.name for s in store.list() if s.cached]
             if not names:
-                where = store.cache_dir
+                where = escape(str(store.cache_dir))
                 console.print(f"no model is cached in {where}: nothing to verify (masorch models pull NAME)")
         bad = []
         for model_name in names:

@@ -21,7 +21,8 @@ _DIALECTS: tuple[DialectChoice, ...] = ("auto", "calls", "json", "xml")
 
 
 def _read(file: str) -> str:
-    if file == "-" and sys.stdin.isatty():  # nothing piped in: waiting for typed input would look like a hang
+    # Nothing piped in: waiting for typed input would look like a hang.
+    if file == "-" and sys.stdin is not None and sys.stdin.isatty():
         raise UsageError("no plan given", hint="give a plan file, or pipe a plan into `masorch validate -`")
     return read_text(file, what="plan file")
 
@@ -59,10 +60,12 @@ def _show(result: CheckResult, console: Console) -> None:
                 table.add_column(column, overflow="fold")
             for a in plan.agents:
                 params = ", ".join(f"{k}={v!r}" for k, v in a.params.items())
-                table.add_row(a.id, a.kind, params, a.task or "[dim](the original question)[/]")
+                # Plan text is a model's: shown as text, never read as rich markup ("[/i]" in a task).
+                task = Text(a.task) if a.task else Text("(the original question)", style="dim")
+                table.add_row(Text(a.id), Text(a.kind), Text(params), task)
             console.print(table)
         if plan.flows:
-            console.print("flows: " + ", ".join(f"{f.src} -> {f.dst}" for f in plan.flows), highlight=False)
+            console.print(Text("flows: " + ", ".join(f"{f.src} -> {f.dst}" for f in plan.flows)))
         if plan.final_answer is not None:
             console.print(Text(f"final answer: {plan.final_answer}"))
     for d in result.diagnostics:
