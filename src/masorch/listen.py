@@ -80,6 +80,22 @@ def check_host(host: str, port: int) -> None:
     _addresses(host, port)
 
 
+def address_family(host: str, port: int) -> int:
+    """The address family a one-socket server on ``host`` binds: IPv4 where ``host`` has an IPv4
+    address (``localhost``), else IPv6 (``::1``); a UsageError as :func:`check_host` gives."""
+    families = [info[0] for info in _addresses(host, port)]
+    return socket.AF_INET if socket.AF_INET in families or not families else families[0]
+
+
+def url_host(host: str) -> str:
+    """``host`` as a URL writes it (an IPv6 address in brackets).
+
+    >>> url_host("::1"), url_host("127.0.0.1"), url_host("localhost")
+    ('[::1]', '127.0.0.1', 'localhost')
+    """
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
 def bind_sockets(host: str, port: int) -> list[socket.socket]:
     """Sockets bound (not yet listening) to every address of ``host`` on ``port``, as asyncio's
     ``create_server`` binds them; a UsageError (see :func:`listen_error`) when one cannot be bound."""

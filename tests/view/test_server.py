@@ -129,3 +129,69 @@ def test_a_line_damaged_later_is_an_error_the_page_shows(server: ViewServer) -> 
     error = json.loads(body)
     assert status == 422 and kind.startswith("application/json")
     assert "log.jsonl:8: not JSON" in error["error"] and "corrupted" in error["hint"]
+
+
+def test_a_host_header_that_is_no_host_is_refused_not_dropped(server: ViewServer) -> None:
+    # "Host: [" raised ValueError in the handler: an empty reply and a traceback on the terminal.
+    assert _get(server, "/api/run", host="[")[0] == 403
+
+
+def test_a_trace_file_removed_while_serving_is_an_error_the_page_shows(server: ViewServer) -> None:
+    run = json.loads(_get(server, "/api/run")[2])
+    key = run["rows"][0][run["columns"].index("key")]
+    (server.app.source.path / "traces.jsonl").unlink()
+    status, _, body = _get(server, f"/api/sample?key={key}")
+    assert status == 422 and "cannot read" in json.loads(body)["error"]
+
+
+def test_silent_connections_are_closed_and_their_number_is_capped(
+    eval_run: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    import masorch.view.server as view_server
+
+    monkeypatch.setattr(view_server, "MAX_CONNECTIONS", 2)
+    monkeypatch.setattr(view_server._Handler, "timeout", 1.0)
+    srv = ViewServer(ViewApp(detect(eval_run)), port=0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        idle = [socket.create_connection(srv.server_address[:2], timeout=10) for _ in range(2)]
+        extra = socket.create_connection(srv.server_address[:2], timeout=10)
+        assert extra.recv(1) == b""  # every slot taken: closed at once
+        extra.close()
+        for sock in idle:  # a connection that sends nothing is closed after the idle timeout
+            assert sock.recv(1) == b""
+            sock.close()
+        assert _get(srv, "/api/run")[0] == 200  # the slots are free again
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_an_ipv6_host_is_served_and_its_url_has_brackets(eval_run: Path) -> None:
+    import socket
+
+    try:
+        socket.create_server(("::1", 0), family=socket.AF_INET6).close()
+    except OSError:
+        pytest.skip("no IPv6 loopback on this host")
+    srv = ViewServer(ViewApp(detect(eval_run)), host="::1", port=0)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        port = srv.server_address[1]
+        assert srv.url == f"http://[::1]:{port}/"
+        assert _get(srv, "/api/run", host=f"[::1]:{port}")[0] == 200
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_server_flags_with_html_are_refused(
+    eval_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "page.html"
+    assert main(["view", str(eval_run), "--html", str(out), "--port", "0", "--open"]) == 2
+    assert "--port, --open applies to the served page, not to --html" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["view", str(eval_run), "--html", str(out)]) == 0

@@ -13,7 +13,7 @@ import typer
 
 from masorch.cli._options import MAX_CONCURRENCY, Ctx, PriceFiles, PriceFlags, Slots, Threads
 from masorch.errors import UsageError, require_extra
-from masorch.listen import LOOPBACK_HOSTS, bind_sockets, check_host, is_loopback
+from masorch.listen import LOOPBACK_HOSTS, bind_sockets, check_host, is_loopback, url_host
 from masorch.redact import redact
 from masorch.run.system import System
 
@@ -137,7 +137,8 @@ def _serve(specs: list[System], host: str, port: int, options: ServeOptions, env
         env.build_backends(m for s in specs for m in s.model_strings())
         app = make_app(specs, env, options)
         server = uvicorn.Server(uvicorn_config(app, host, port, options))
-        typer.echo(f"masorch serve: {', '.join(s.name for s in specs)} on http://{host}:{port}/v1", err=True)
+        where = f"{url_host(host)}:{sockets[0].getsockname()[1]}"  # the port --port 0 was given
+        typer.echo(f"masorch serve: {', '.join(s.name for s in specs)} on http://{where}/v1", err=True)
 
         async def main() -> None:
             try:
