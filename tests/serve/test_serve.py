@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 import threading
 import time
@@ -222,6 +223,20 @@ def test_a_run_without_an_answer_is_a_502_naming_its_status() -> None:
     body = reply.json()
     assert body["error"]["code"] == "error" and "scripted failure" in body["error"]["message"]
     assert body["masorch"]["status"] == "error"
+
+
+def test_a_streamed_run_without_an_answer_ends_in_an_error_event() -> None:
+    # It ended as an empty answer with finish_reason "stop": OpenAI clients took the failure for "".
+    client = TestClient(_app(fail_items=(1,)))
+    body = {"model": "sas:cot", "messages": [{"role": "user", "content": QUESTION}], "stream": True}
+    reply = client.post("/v1/chat/completions", json=body)
+    events = [json.loads(line[6:]) for line in reply.text.splitlines() if line.startswith("data: {")]
+    assert reply.text.rstrip().endswith("data: [DONE]")
+    error = events[-1]["error"]
+    assert error["code"] == "error" and "scripted failure" in error["message"]
+    last = events[-2]
+    assert last["choices"][0]["finish_reason"] is None and last["masorch"]["status"] == "error"
+    assert all(not e.get("choices") or not e["choices"][0]["delta"].get("content") for e in events)
 
 
 def test_concurrent_requests_run_at_once() -> None:
@@ -507,3 +522,17 @@ def test_served_calls_are_priced_by_the_price_flags(tmp_path) -> None:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(5)
+
+
+def test_a_single_agent_the_server_cannot_offer_is_a_usage_error_before_the_serving_line(capsys) -> None:
+    # sas:search needs a corpus, which serve has not: the server started and answered every request 502.
+    argv = ["serve", "--systems", "sas:search", "--model", "vllm:http://127.0.0.1:9/v1#m"]
+    assert main([*argv, "--port", str(_free_port())]) == 2
+    err = capsys.readouterr().err
+    assert "sas:search" in err and "corpus" in err and "masorch serve:" not in err
+
+
+def test_the_agents_profile_is_checked_as_eval_checks_it(capsys) -> None:
+    argv = ["serve", "--systems", "sas:cot", "--model", "openai:m", "--agents", "nope"]
+    assert main([*argv, "--port", str(_free_port())]) == 2
+    assert "nope" in capsys.readouterr().err

@@ -65,6 +65,11 @@ def register(app: typer.Typer) -> None:
         max_tokens: int | None = typer.Option(
             None, "--max-tokens", min=16, help="Cap of each sub-agent call."
         ),
+        agent_profile: str = typer.Option(
+            "default",
+            "--agents",
+            help="Agent profile: default, or paper (the official MAS-Orchestra agents).",
+        ),
         threads: Threads = None,
         slots: Slots = None,
         ctx: Ctx = None,
@@ -81,17 +86,25 @@ def register(app: typer.Typer) -> None:
                 f"--host {host} serves beyond this machine without a token",
                 hint=f"set --token or ${TOKEN_ENV}, or bind 127.0.0.1",
             )
+        from masorch.agents.signatures import agent_profile_name
         from masorch.eval.systems import check_systems, systems_from_flags
 
+        profile = agent_profile_name(agent_profile)
         defaults = {"model": model, "orchestrator": orchestrator}
         specs = systems_from_flags(systems, config, {k: v for k, v in defaults.items() if v is not None})
-        check_systems(specs)  # a bad model string would fail every request, one 502 after another
+        # A bad model string would fail every request, one 502 after another.
+        check_systems(specs, agent_profile=profile)
         from masorch.backends.prices import PricedFactory, price_table
         from masorch.run import EnvSpec
         from masorch.serve.app import ServeOptions
 
         env_spec = EnvSpec.default(
-            cache_path=cache, max_tokens=max_tokens, n_threads=threads, slots=slots, n_ctx=ctx
+            cache_path=cache,
+            max_tokens=max_tokens,
+            n_threads=threads,
+            slots=slots,
+            n_ctx=ctx,
+            agent_profile=profile,
         )
         table = price_table(files=prices, flags=price, config=config)
         env_spec = dataclasses.replace(
@@ -133,6 +146,9 @@ def _serve(specs: list[System], host: str, port: int, options: ServeOptions, env
     env = Environment(env_spec)
     serving = False
     try:
+        # A single agent this server cannot offer (search: serve has no corpus) fails every request.
+        for system in (s for s in specs if s.is_sas):
+            env.sas_plan(system, retriever=False)
         # Every model now: a missing API key is a usage error here, not a 502 on each request.
         env.build_backends(m for s in specs for m in s.model_strings())
         app = make_app(specs, env, options)

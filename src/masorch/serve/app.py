@@ -362,9 +362,13 @@ def _completion(system: System, result: RunResult) -> dict[str, Any]:
 
 
 def _failed(system: System, result: RunResult) -> Response:
+    return _JSONResponse({"error": _run_error(system, result), "masorch": _extra(result)}, status_code=502)
+
+
+def _run_error(system: System, result: RunResult) -> dict[str, Any]:
+    """The ``error`` object of a run that ended without an answer (a 502's body, a stream's event)."""
     message = f"{system.name} ended {result.status}: {result.error or 'no answer'}"
-    error = {"message": message, "type": "run_failed", "code": result.status}
-    return _JSONResponse({"error": error, "masorch": _extra(result)}, status_code=502)
+    return {"message": message, "type": "run_failed", "code": result.status}
 
 
 def _clean(value: Any) -> Any:
@@ -430,7 +434,10 @@ async def _stream(
         result = await task
         if result.ok:
             yield chunk({"content": result.answer})
-        yield chunk({}, "stop", usage=_usage(result), masorch=_extra(result))
+            yield chunk({}, "stop", usage=_usage(result), masorch=_extra(result))
+        else:  # the last chunk has no finish, then the error event OpenAI clients raise on
+            yield chunk({}, usage=_usage(result), masorch=_extra(result))
+            yield f"data: {json.dumps({'error': _clean(_run_error(system, result))})}\n\n"
         yield "data: [DONE]\n\n"
     finally:
         task.cancel()  # the client went away: stop the run
