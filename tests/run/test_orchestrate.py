@@ -210,6 +210,13 @@ async def test_orchestrator_failure_and_budget_are_run_statuses():
     assert result.status == "budget" and result.usage.calls == 0
 
 
+async def test_a_timeout_raised_by_the_orchestrator_backend_is_an_error_not_the_deadline():
+    # Without a deadline the message's f"{None:g}" crashed the run; with one it blamed the deadline.
+    for timeout_s in (None, 600.0):
+        result, *_ = await go([TimeoutError("read timed out")], timeout_s=timeout_s)
+        assert result.status == "error" and "the model request timed out" in result.error
+
+
 def test_plan_json_schema_is_bounded_and_encodes_the_dom():
     limits = OrchestrateOptions().limits
     high = plan_json_schema(builtin_catalogue(), DoM.HIGH, limits)["properties"]

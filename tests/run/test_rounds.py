@@ -152,6 +152,15 @@ async def test_arguments_json_cannot_read_are_format_err_not_a_crash(arguments):
     assert final_reply.startswith("status: FORMAT_ERR") and "non-empty string `answer`" in final_reply
 
 
+async def test_an_object_as_a_parameter_is_format_err_not_a_crash():
+    # AgentSpec refused {"x": 1} with a pydantic ValidationError that ended the whole run.
+    script = [calls(("cot", {"task": "t", "temperature": {"x": 1}}), ("cot", {"task": "u"})), final()]
+    result, orch, sub, _ = await go(script)
+    assert result.status == "ok" and len(sub.calls) == 1
+    tool = tool_messages(orch, 1)["c0"]
+    assert tool.startswith("status: FORMAT_ERR") and "temperature: a value is not a string" in tool, tool
+
+
 async def test_a_reference_or_an_overlong_task_is_refused_in_the_rounds_words():
     script = [
         calls(("cot", {"task": "t"}), ("cot", {"task": "x"}), ("cot", {"task": "use ${r1c1}"})),
@@ -420,6 +429,25 @@ async def test_orchestrator_failure_and_the_run_deadline_end_the_run():
 
     result, *_ = await go(stall, timeout_s=0.1)
     assert result.status == "timeout"
+
+
+async def test_no_call_starts_after_the_run_deadline_even_when_calls_return_at_once():
+    # Cache hits never await: the deadline's cancellation never met them, and the run ended "ok".
+    first = True
+
+    async def slow_then_cached(messages, config):
+        nonlocal first
+        if first:
+            first = False
+            await asyncio.sleep(1.0)
+        return "\\boxed{7}"
+
+    script = [calls(("cot", {"task": f"t{i}"})) for i in range(3)] + [final("7")]
+    sub = ScriptedBackend(slow_then_cached, name="sub")
+    result, orch, *_ = await go(script, sub, timeout_s=0.3)
+    assert result.status == "timeout" and len(orch.calls) == 1
+    assert [o.status for o in result.trajectory.calls] == ["TIMEOUT"]
+    assert [e.status for e in result.ledger.entries] == ["ok", "cancelled"]
 
 
 async def test_serial_variant_runs_one_call_per_round():

@@ -205,7 +205,7 @@ class _Run:
 
     def _ready(self, nid: str) -> None:
         """All parents of ``nid`` ended ok: start it, unless the deadline passed or the budget is spent."""
-        if self.stopped:
+        if self.stopped or self.session.past_deadline():
             self._finish(nid, self._not_started_at_deadline())
             return
         reason = self.session.ledger.exhausted()

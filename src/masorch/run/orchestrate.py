@@ -17,7 +17,7 @@ from typing import Any
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message, Sampling
-from masorch.errors import BudgetExceeded, MasorchError, UsageError
+from masorch.errors import BudgetExceeded, DeadlineExceeded, MasorchError, UsageError
 from masorch.plan import Diagnostic, DoM, Limits, check, repair_message
 from masorch.plan.catalogue import KindSignature, ParamSpec
 from masorch.plan.grammar import max_plan_agents, plan_grammar
@@ -271,11 +271,16 @@ async def _plan_and_run(
             completion = await _plan_call(session, orchestrator, messages, config)
         except BudgetExceeded as exc:
             return _stopped(session, "budget", f"orchestrator: {exc.message}", text, diagnostics)
+        except DeadlineExceeded:  # a repair turn asked for after the deadline
+            return _stopped(session, "timeout", _planning_deadline(session), text, diagnostics)
         except MasorchError as exc:  # a backend failure (retries, if any, are the backend's)
             return _stopped(session, "error", f"orchestrator: {exc}", text, diagnostics)
         except TimeoutError:
-            error = f"run deadline of {opts.timeout_s:g} s passed while planning"
-            return _stopped(session, "timeout", error, text, diagnostics)
+            if session.past_deadline():
+                return _stopped(session, "timeout", _planning_deadline(session), text, diagnostics)
+            # Raised by the backend itself (one that does not wrap its timeouts in a BackendError).
+            error = "orchestrator: the model request timed out"
+            return _stopped(session, "error", error, text, diagnostics)
         text, dialect = plan_text(completion, opts.dialect)
         checked = check(text, opts.dom, catalogue, dialect, opts.limits)
         diagnostics = checked.diagnostics
@@ -313,6 +318,10 @@ async def _plan_call(
 ) -> Completion:
     async with asyncio.timeout(session.remaining_s()):  # None: no deadline
         return await session.complete(orchestrator, messages, config, role="orchestrator")
+
+
+def _planning_deadline(session: RunSession) -> str:
+    return f"run deadline of {session.deadline_s:g} s passed while planning"
 
 
 def _stopped(

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from pydantic import ValidationError
+
 from masorch.agents.answer import boxed_answer, extract_answer
 from masorch.agents.base import NodeOutput, NodeStatus
 from masorch.backends.base import ToolCall, ToolSpec
@@ -276,7 +278,12 @@ def check_calls(
         if "${" in task:  # the plan language's reference: no call of a round can name another
             refuse("FORMAT_ERR", f"the task holds `${{`, {_NO_REFS}", task)
             continue
-        spec = AgentSpec(id=node, kind=call.name, task=task, params=args)
+        try:
+            spec = AgentSpec(id=node, kind=call.name, task=task, params=args)
+        except ValidationError:  # a value that is no plan literal: an object, a list of objects
+            bad = ", ".join(sorted(args)) or "the arguments"
+            refuse("FORMAT_ERR", f"{bad}: a value is not a string, number, boolean or list of them", task)
+            continue
         checked = validate(Plan(agents=(spec,)), DoM.LOW, catalogue)
         if checked.validated is None:
             errors = [d for d in checked.diagnostics if d.is_error]

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Completion, Message, ToolSpec
-from masorch.errors import BudgetExceeded, MasorchError
+from masorch.errors import BudgetExceeded, DeadlineExceeded, MasorchError
 from masorch.plan import AgentSpec, Plan
 from masorch.plan.grammar import tool_turn_grammar
 from masorch.prompts import render
@@ -222,10 +222,12 @@ async def ask(
             return await session.complete(backend, messages, config, role="orchestrator", node=node)
     except BudgetExceeded as exc:
         return Stop("budget", "budget", f"{who}: {exc.message}")
+    except DeadlineExceeded:  # asked for after the deadline (the calls before returned at once)
+        return Stop("timeout", "timeout", f"run deadline of {opts.timeout_s:g} s passed")
     except MasorchError as exc:
         return Stop("error", "error", f"{who}: {exc}")
     except TimeoutError:
-        if deadline.expired():
+        if deadline.expired() or session.past_deadline():
             return Stop("timeout", "timeout", f"run deadline of {opts.timeout_s:g} s passed")
         # Raised by the backend itself (one that does not wrap its timeouts in a BackendError).
         return Stop("error", "error", f"{who}: the model request timed out")

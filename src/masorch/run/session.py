@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message
-from masorch.errors import MasorchError
+from masorch.errors import DeadlineExceeded, MasorchError
 from masorch.redact import redact
 from masorch.run.budget import Budget, CallRecord, CallRole, Ledger
 from masorch.run.result import RunResult
@@ -55,6 +55,10 @@ class RunSession:
         if self.deadline_at is None:
             return None
         return max(0.0, self.deadline_at - time.monotonic())
+
+    def past_deadline(self) -> bool:
+        """Whether the run deadline has passed (False without one)."""
+        return self.deadline_at is not None and time.monotonic() >= self.deadline_at
 
     def emit(self, event_type: type[EventBase], **fields: Any) -> None:
         """Make an event of this run and send it to the trace sink, if any."""
@@ -105,7 +109,11 @@ class RunSession:
         role: CallRole,
         node: str | None = None,
     ) -> Completion:
-        """One gated call: raises BudgetExceeded before calling, BackendError as the backend does."""
+        """One gated call: raises BudgetExceeded or, past the run deadline, DeadlineExceeded before
+        calling (a call that returns without waiting, a cache hit, would never meet the deadline's
+        cancellation), BackendError as the backend does."""
+        if self.past_deadline():
+            raise DeadlineExceeded(f"the run deadline of {self.deadline_s:g} s has passed; call not started")
         self.ledger.check_before_call()
         model = backend.model_id
         t0 = time.monotonic()
