@@ -33,6 +33,7 @@ GRAPH_ERRORS = {
     "unreachable",
     "unknown_ref",
     "self_ref",
+    "bad_ref_field",
 }
 ALLOWED_WARNINGS = {"duplicate_flow", "empty_task", "answer_ignored", "implied_flow"}
 

@@ -77,6 +77,10 @@ def test_low_dom_allows_one_agent_and_no_flows(catalogue):
         ),
         (Plan(agents=(agent("a", task="use ${zz}"),)), ["unknown_ref"]),
         (Plan(agents=(agent("a", task="use ${a}"),)), ["self_ref"]),
+        (  # not a reference: it stayed as text, and the pruning warning hid why
+            Plan(agents=(agent("a"), agent("b", task="use ${a.result}")), flows=(Flow(src="a", dst="b"),)),
+            ["bad_ref_field"],
+        ),
         (Plan(agents=(agent("a"), agent("b", task="use ${a}"))), ["implied_flow"]),
         (  # a flow implied against a declared one closes a cycle: still an error
             Plan(agents=(agent("a"), agent("b", task="use ${a}")), flows=(Flow(src="b", dst="a"),)),

@@ -68,6 +68,20 @@ async def test_empty_task_means_the_question_and_params_get_defaults():
     assert result.node_results["a"].usage.calls == 2
 
 
+async def test_an_empty_task_takes_the_question_as_text_with_its_dollar_braces():
+    # A shell question's ${x} was read as a reference: every single-agent baseline failed on it.
+    agent = CallAgent()
+    question = "In bash, after x=5, what does echo ${x} print?"
+    plan = vplan([("a", "cot", "")])
+    result = await run_plan(
+        plan,
+        question,
+        agents=AgentRegistry([agent]),
+        backends=RoleBackends(ScriptedBackend(echo_last_line())),
+    )
+    assert result.status == "ok" and agent.inputs[0].task == question
+
+
 async def test_parallel_nodes_run_concurrently():
     # The four independent calls are held until all four are in flight: one after another would time out.
     backend = GatedBackend(ScriptedBackend(echo_last_line()), 4)

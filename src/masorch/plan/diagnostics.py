@@ -90,6 +90,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "unreachable": (Severity.ERROR, "an agent's output never reaches the sink"),
     "unknown_ref": (Severity.ERROR, "a ${ref} names an agent that does not exist"),
     "self_ref": (Severity.ERROR, "a ${ref} names the agent it appears in"),
+    "bad_ref_field": (Severity.ERROR, "a ${id.field} reads a field other than answer or rationale"),
     "implied_flow": (Severity.INFO, "a ${ref} to an agent with no flow into this one implies that flow"),
     # Retired: a reference without a flow now implies the flow (implied_flow); a reference to an
     # agent that does not exist is unknown_ref. Kept so that older logs and traces still resolve.

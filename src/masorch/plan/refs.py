@@ -12,6 +12,9 @@ ID_PATTERN = r"[A-Za-z][A-Za-z0-9_\-]{0,63}"
 ID_RE = re.compile(rf"^{ID_PATTERN}$")
 REF_RE = re.compile(r"\$\{\s*(" + ID_PATTERN + r")(?:\.(answer|rationale))?\s*\}")
 
+#: A ``${id.field}`` with any field: the ones :data:`REF_RE` does not read are the validator's error.
+FIELD_REF_RE = re.compile(r"\$\{\s*(" + ID_PATTERN + r")\.([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}")
+
 RefField = Literal["answer", "rationale"]
 
 
@@ -35,6 +38,20 @@ def find_refs(text: str) -> list[Ref]:
         Ref(m.group(1), "rationale" if m.group(2) == "rationale" else "answer", m.start(), m.end())
         for m in REF_RE.finditer(text)
     ]
+
+
+def bad_field_refs(text: str) -> list[tuple[str, str]]:
+    """The ``(id, field)`` of each reference to a field a reference cannot read (not a reference
+    at all: left as text by :func:`substitute`).
+
+    >>> bad_field_refs("use ${a.result} and ${b.answer}")
+    [('a', 'result')]
+    """
+    return [(m.group(1), m.group(2)) for m in FIELD_REF_RE.finditer(text) if m.group(2) not in REF_FIELDS]
+
+
+#: The fields a reference reads.
+REF_FIELDS: tuple[RefField, ...] = ("answer", "rationale")
 
 
 def substitute(text: str, lookup: Callable[[str, RefField], str]) -> str:

@@ -8,8 +8,9 @@ Rules, in the order they are checked (codes in :data:`masorch.plan.diagnostics.C
 4. agents - ``bad_id``, ``duplicate_id``, ``unknown_kind``, ``unknown_param``, ``missing_param``,
    ``bad_param``;
 5. flows - ``dangling_flow``, ``self_loop``, ``duplicate_flow``;
-6. references - ``unknown_ref``, ``self_ref``; a reference to an agent without a flow from it
-   implies that flow (``implied_flow``, an info), which the graph rules then see like any other;
+6. references - ``bad_ref_field`` (``${a.result}``), ``unknown_ref``, ``self_ref``; a reference
+   to an agent without a flow from it implies that flow (``implied_flow``, an info), which the
+   graph rules then see like any other;
 7. graph - ``cycle`` (each cycle named), then ``multiple_sinks`` and ``unreachable``; with
    ``Limits.prune_unused`` the agents that never reach the final agent (the last one written) are
    left out instead (``pruned_agent``, a warning) and the rest is validated and run;
@@ -26,7 +27,7 @@ from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.graph import ancestors, cycle_through, strongly_connected, topological_order
 from masorch.plan.model import DoM, Flow, Plan, ValidatedPlan
 from masorch.plan.parse import MAX_TEXT_CHARS, DialectChoice, ParseResult, parse
-from masorch.plan.refs import REF_RE
+from masorch.plan.refs import REF_RE, bad_field_refs
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,15 @@ def _refs(
         where = f"agent:{agent.id}"
         if "${" not in agent.task:
             continue
+        for target, name in dict.fromkeys(bad_field_refs(agent.task)):
+            out.append(
+                diag(
+                    "bad_ref_field",
+                    f"${{{target}.{name}}} reads the field {name!r}, which a reference does not have",
+                    f"write ${{{target}}} for its answer or ${{{target}.rationale}} for its reasoning",
+                    where,
+                )
+            )
         for target in dict.fromkeys(t for t, _ in REF_RE.findall(agent.task)):
             token = "${" + target + "}"
             if target == agent.id:

@@ -301,8 +301,10 @@ class _Run:
     def _input(self, spec: AgentSpec) -> NodeInput:
         """The node's input: substituted task, upstream context, question and resolved params."""
         parents = self.parents[spec.id]
+        # An empty task is the question itself: the user's text, not the plan's, so a `${x}` in it
+        # (a shell or template question) is text, never a reference.
         task = spec.task if spec.task.strip() else self.question
-        referenced = {r.target for r in find_refs(task)}
+        referenced = {r.target for r in find_refs(spec.task)}
         unknown = sorted(referenced - set(parents))
         if unknown:
             raise _PlanInputError(
@@ -313,7 +315,8 @@ class _Run:
             up = self.results[target]
             return up.rationale if which == "rationale" else up.answer
 
-        task = substitute(task, lookup)
+        if referenced:
+            task = substitute(task, lookup)
         context = tuple(
             UpstreamResult(p, self.results[p].answer, self.results[p].rationale)
             for p in parents
