@@ -49,14 +49,16 @@ def final(answer: str = "42") -> Completion:
 
 
 class CodeFail:
-    """A stand-in Code Reasoner whose program fails, leaving its output in the details."""
+    """A stand-in Code Reasoner whose program fails, leaving its output in the details (a task
+    "flood" makes it print 200 KB on each stream)."""
 
     signature = KindSignature(kind="python", summary="writes and runs code")
 
     async def run(self, node: NodeInput, ctx: object) -> NodeOutput:
+        flood = "x" * 200_000 if node.task == "flood" else ""
         details = {
-            "stdout": "partial\n",
-            "stderr": "Traceback ...\nKeyError: 'x'\n",
+            "stdout": flood + "partial\n",
+            "stderr": flood + "Traceback ...\nKeyError: 'x'\n",
             "exit": "exited with status 1",
         }
         return NodeOutput(status=NodeStatus.ERROR, error="no program succeeded", details=details)
@@ -219,6 +221,18 @@ async def test_timeouts_and_code_failures_come_back_with_their_text():
     verbatim = "stdout:\npartial\n\nstderr:\nTraceback ...\nKeyError: 'x'"
     assert results["c1"].endswith("error: the last program exited with status 1\n" + verbatim)
     assert result.status == "ok"
+
+
+async def test_a_tool_message_keeps_the_end_of_a_flood_of_output():
+    # Four failing programs printing 200 KB each put 514K characters in the next prompt.
+    script = [calls(*[("python", {"task": "flood"})] * 4), final()]
+    result, orch, *_ = await go(script)
+    results = tool_messages(orch, 1)
+    assert all(len(text) < 5000 for text in results.values()), [len(t) for t in results.values()]
+    end = "Traceback ...\nKeyError: 'x'\n"  # the last 2000 characters of stderr
+    assert results["c0"].endswith("stderr:\n..." + ("x" * 2000 + end)[-2000:].rstrip())
+    assert "stderr" in result.trajectory.calls[0].output.details  # the details keep every byte
+    assert len(result.trajectory.calls[0].output.details["stderr"]) > 200_000
 
 
 async def test_units_and_the_call_budget_give_budget_statuses():

@@ -15,6 +15,16 @@ from masorch.prompts import render
 DEFAULT_ROLE = "a careful expert problem solver"
 
 
+def tail(text: str, limit: int) -> str:
+    """``text``, or its last ``limit`` characters after ``...`` (an error, a program's output and
+    an answer end where it matters).
+
+    >>> tail("abcdef", 3), tail("abc", 3)
+    ('...def', 'abc')
+    """
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
 def problem_vars(node: NodeInput) -> dict[str, Any]:
     """The template variables every agent prompt shares: question, task (empty = the question), context."""
     task = node.task.strip() or node.question.strip()

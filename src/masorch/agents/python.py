@@ -9,7 +9,7 @@ import re
 from masorch.agents import signatures
 from masorch.agents.answer import extract_answer
 from masorch.agents.base import AgentContext, NodeInput, NodeOutput
-from masorch.agents.common import CallLog, missing_problem, problem_vars, system_message
+from masorch.agents.common import CallLog, missing_problem, problem_vars, system_message, tail
 from masorch.agents.sandbox import SandboxLimits, SandboxResult, run_sandboxed, site_packages
 from masorch.backends.base import GenerateConfig, Message
 from masorch.errors import BackendError
@@ -38,11 +38,6 @@ def extract_code(text: str) -> str | None:
     return None
 
 
-def _tail(text: str, limit: int = _FEEDBACK_CHARS) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "..." + text[-limit:]
-
-
 def _exit(result: SandboxResult) -> str:
     """How a failed program ended, in a few words (its output says the rest)."""
     if result.timed_out:
@@ -57,7 +52,7 @@ def _exit(result: SandboxResult) -> str:
 def _failure(result: SandboxResult) -> str:
     """What the model is told about a failed program: its stderr after an exception, else how it ended."""
     crashed = result.exit_code != 0 and not result.timed_out and not result.killed_reason
-    return (crashed and _tail(result.stderr)) or f"the program {_exit(result)}"
+    return (crashed and tail(result.stderr, _FEEDBACK_CHARS)) or f"the program {_exit(result)}"
 
 
 class PythonAgent:
@@ -128,7 +123,7 @@ class PythonAgent:
                 code = extract_code(reply.text)
                 result = await run_sandboxed(code, limits) if code is not None else None
                 if result is not None and result.ok and result.stdout.strip():
-                    output = _tail(result.stdout)
+                    output = tail(result.stdout, _FEEDBACK_CHARS)
                     final = await log.complete(
                         ctx,
                         [
@@ -173,7 +168,7 @@ def _retry_message(result: SandboxResult | None, failure: str, timeout_s: float)
         code_found=result is not None,
         timed_out=result is not None and result.timed_out,
         timeout_s=_seconds(timeout_s),
-        stdout=_tail(result.stdout) if result is not None else "",
+        stdout=tail(result.stdout, _FEEDBACK_CHARS) if result is not None else "",
         error=failure if result is not None and not result.timed_out else "",
     )
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from masorch.agents import signatures
 from masorch.agents.base import AgentContext, NodeInput, NodeOutput
-from masorch.agents.common import CallLog, missing_problem, problem_vars, prompt_messages
+from masorch.agents.common import CallLog, missing_problem, problem_vars, prompt_messages, tail
 from masorch.backends.base import GenerateConfig
 from masorch.errors import BackendError
 from masorch.plan.catalogue import KindSignature
@@ -68,7 +68,7 @@ class ReviewAgent:
         params = self.signature.resolve(node.params)
         variables = problem_vars(node)
         history = [
-            {"id": step.id, "answer": step.answer, "reasoning": _tail(step.rationale)}
+            {"id": step.id, "answer": step.answer, "reasoning": tail(step.rationale.strip(), REASONING_CHARS)}
             for step in variables.pop("context")
         ]
         messages = prompt_messages(
@@ -89,8 +89,3 @@ class ReviewAgent:
             return log.error("the reviewer's reply was empty")
         review = parse_review(text)
         return log.ok(text, text, {"issues": review.issues, "sound": review.sound})
-
-
-def _tail(text: str, limit: int = REASONING_CHARS) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else "..." + text[-limit:]

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from masorch.agents.answer import boxed_answer, extract_answer
 from masorch.agents.base import NodeOutput, NodeStatus
+from masorch.agents.common import tail
 from masorch.backends.base import ToolCall, ToolSpec
 from masorch.backends.chat import hermes_block_count
 from masorch.errors import UsageError
@@ -179,7 +180,8 @@ class CheckedCall:
             # agent's summary of every attempt, which quotes the same stderr).
             d = out.details
             ended = f"the last program {d.get('exit', 'failed')}"
-            error = f"{ended}\nstdout:\n{d.get('stdout', '')}\nstderr:\n{d.get('stderr', '')}".rstrip()
+            stdout, stderr = (tail(str(d.get(name, "")), TOOL_STREAM_CHARS) for name in ("stdout", "stderr"))
+            error = f"{ended}\nstdout:\n{stdout}\nstderr:\n{stderr}".rstrip()
         return CallOutcome(
             round=self.round,
             call_id=self.call_id,
@@ -195,6 +197,10 @@ class CheckedCall:
             wall_s=wall_s,
             output=out,
         )
+
+
+#: The characters of a failed program's stdout and of its stderr a tool message keeps (their ends).
+TOOL_STREAM_CHARS = 2000
 
 
 def call_ids(calls: Sequence[ToolCall], round_no: int) -> tuple[ToolCall, ...]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from masorch.agents.base import NodeOutput
+from masorch.agents.common import tail
 from masorch.backends.base import Message, ToolSpec
 from masorch.backends.chat import messages_payload, tools_payload
 from masorch.prompts import render
@@ -32,6 +33,10 @@ EndedBy = Literal["final_answer", "synthesis", "error", "budget", "timeout"]
 
 #: Version of the :meth:`Trajectory.to_chat` record layout.
 CHAT_RECORD_VERSION = 1
+
+
+#: The characters of a call's result or error its tool message keeps (the end, after "...").
+TOOL_MESSAGE_CHARS = 6000
 
 
 @dataclass(frozen=True)
@@ -66,8 +71,15 @@ class CallOutcome:
         return self.status == "OK"
 
     def message_text(self) -> str:
-        """The content of the ``tool`` message that returns this outcome to the orchestrator."""
-        return render("rounds/tool_result.j2", outcome=self)
+        """The content of the ``tool`` message that returns this outcome to the orchestrator: its
+        result or error cut to their last :data:`TOOL_MESSAGE_CHARS` characters (four calls a
+        round over twelve rounds all stay in the orchestrator's context)."""
+        return render(
+            "rounds/tool_result.j2",
+            outcome=self,
+            result=tail(self.result, TOOL_MESSAGE_CHARS),
+            error=tail(self.error, TOOL_MESSAGE_CHARS),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The outcome as JSON-ready data (the sub-agent's output left out)."""
