@@ -76,6 +76,24 @@ async def test_critic_asks_for_structured_output(make_ctx):
         ("{not json}", None),
         ('{"correct": ' + "[" * 5000 + "]" * 5000 + "}", None),  # nested too deeply to read
         ('{"correct": 1' + "0" * 5000 + "}", None),  # a number too long to convert
+        # prose with braces before the JSON, and the last of several verdict objects
+        ('The roots are {2, 3}.\n{"correct": true, "feedback": "ok"}', True),
+        ('Draft: {"correct": false, "feedback": "x"}\nThen: {"correct": true, "feedback": ""}', True),
+        ('{"feedback": "see {a}", "details": {"correct": false}, "correct": true}', True),  # nested: outer
+        ('{"result": {"correct": true}}', None),  # a verdict nested in another object is not the verdict
+        ("\\frac{1}{2} " * 300 + '{"correct": false, "feedback": "x"}', False),  # many braces before it
+        # verdict words are whole words; "not" negates; "no errors" closing its sentence accepts
+        ("Verdict: correctness of step 2 fails", None),
+        ("VERDICT: incorrectly rounded", None),
+        ("Verdict: Nothing adds up", None),
+        ("Verdict: accepted", True),
+        ("Verdict: rejected.", False),
+        ("Verdict: not correct", False),
+        ("Verdict: NOT wrong.", True),
+        ("Verdict: no errors.", True),
+        ("**Verdict:** No mistakes found\nGood work.", True),
+        ("Verdict: no errors in step 1, but step 2 is wrong", None),
+        ("Verdict: No, the sum is 7.", False),
     ],
 )
 def test_parse_verdict(text, correct):
@@ -84,3 +102,18 @@ def test_parse_verdict(text, correct):
 
 def test_parse_verdict_keeps_feedback():
     assert parse_verdict('{"correct": false, "feedback": " use 8 "}') == Verdict(False, "use 8")
+
+
+async def test_critic_braces_before_its_json_do_not_hide_the_verdict(make_ctx):
+    critic = 'The roots are {2, 3}, as claimed.\n{"correct": true, "feedback": "ok"}'
+    ctx = make_ctx([r"\boxed{2, 3}", critic])
+    out = await ReflexionAgent().run(NODE, ctx)
+    assert out.answer == "2, 3" and ctx.calls == 2 and out.details["stop"] == "accepted"
+
+
+async def test_a_word_containing_correct_does_not_accept(make_ctx):
+    critic = "Verdict: correctness of step 2 fails."
+    ctx = make_ctx([r"\boxed{18}", critic, r"\boxed{24}", "VERDICT: correct"])
+    out = await ReflexionAgent().run(NODE, ctx)
+    assert out.answer == "24" and ctx.calls == 4 and out.details["answers"] == ["18", "24"]
+    assert "correctness of step 2 fails" in ctx.backend.calls[2][0][-1].content

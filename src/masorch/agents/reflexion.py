@@ -22,13 +22,23 @@ VERDICT_SCHEMA: dict[str, Any] = {
     "required": ["correct", "feedback"],
 }
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
+# "verdict", up to five non-word characters ("**Verdict**: "), then a whole verdict word, which a "not"
+# before it negates; or "no errors" (mistakes, issues, problems) ending its sentence, which accepts.
+# A "no" followed by more words on its line ("no errors in step 1, but ...") is no verdict.
 _VERDICT_LINE = re.compile(
-    r"verdict\W{0,5}(?P<word>incorrect|correct|wrong|right|yes|no|true|false|accept|reject)",
-    re.IGNORECASE,
+    r"verdict\W{0,5}(?:"
+    r"(?P<clean>no[ \t]+(?:errors?|mistakes?|issues?|problems?)(?:[ \t]+found)?)[ \t]*(?:[.!]|\r?$)"
+    r"|(?P<negated>not[ \t]+)?"
+    r"(?P<word>incorrect|correct|wrong|right|yes|true|false|accept(?:ed)?|reject(?:ed)?|no(?![ \t]*\w))\b"
+    r")",
+    re.IGNORECASE | re.MULTILINE,
 )
 _TRUE_WORDS = {"correct", "right", "yes", "true", "accept", "accepted", "1"}
 _FALSE_WORDS = {"incorrect", "wrong", "no", "false", "reject", "rejected", "0"}
+_VERDICT_KEYS = ("correct", "is_correct", "verdict")
+#: How many ``{`` (a reply's last ones) a JSON verdict is looked for at: each try may read to the end.
+_MAX_JSON_STARTS = 200
+_OPEN_BRACE = re.compile(r"\{")
 
 
 @dataclass(frozen=True)
@@ -50,23 +60,47 @@ def _as_bool(value: object) -> bool | None:
     return None
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
-    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
-    for candidate in candidates:
-        start, end = candidate.find("{"), candidate.rfind("}")
-        if start < 0 or end <= start:
+def _json_verdict(text: str) -> tuple[dict[str, Any], str] | None:
+    """The last JSON object in ``text`` that has a verdict key, and that key; None when there is none.
+
+    An object is decoded at each ``{`` in turn, and the search goes on after the end of each one
+    read, so braces in prose around it ("the roots are {2, 3}") do not spoil it and an object nested
+    in another is not taken for a verdict.
+    """
+    decoder = json.JSONDecoder()
+    starts = [brace.start() for brace in _OPEN_BRACE.finditer(text)][-_MAX_JSON_STARTS:]
+    found: tuple[dict[str, Any], str] | None = None
+    resume = 0
+    for start in starts:
+        if start < resume:
             continue
         try:
-            value = json.loads(candidate[start : end + 1])
+            value, resume = decoder.raw_decode(text, start)
         except (ValueError, RecursionError):  # not JSON, a number too long to convert, or too deep
             continue
-        if isinstance(value, dict):
-            return value
-    return None
+        key = next((k for k in value if k.casefold() in _VERDICT_KEYS), None)  # a dict: it began with {
+        if key is not None:
+            found = (value, key)
+    return found
+
+
+def _line_verdict(text: str) -> bool | None:
+    """The judgement of the last ``VERDICT:`` phrase in ``text``, or None when there is none."""
+    matches = list(_VERDICT_LINE.finditer(text))
+    if not matches:
+        return None
+    last = matches[-1]
+    if last.group("clean"):
+        return True
+    correct = _as_bool(last.group("word"))
+    return None if correct is None else correct != bool(last.group("negated"))
 
 
 def parse_verdict(text: str) -> Verdict:
     """Read a critic's reply leniently: a JSON ``{"correct", "feedback"}`` object or a ``VERDICT:`` line.
+
+    The last JSON object with a verdict key wins, prose around it allowed; failing that, the last
+    ``VERDICT:`` phrase, whose verdict word must be a whole word ("correctness" is none).
 
     >>> parse_verdict('{"correct": false, "feedback": "2+2 is 4"}')
     Verdict(correct=False, feedback='2+2 is 4')
@@ -75,17 +109,13 @@ def parse_verdict(text: str) -> Verdict:
     >>> parse_verdict("I am not sure.").correct is None
     True
     """
-    obj = _json_object(text)
-    if obj is not None:
-        key = next((k for k in obj if k.casefold() in ("correct", "is_correct", "verdict")), None)
-        if key is not None:
-            correct = _as_bool(obj[key])
-            if correct is not None:
-                return Verdict(correct, str(obj.get("feedback", "") or "").strip())
-    matches = list(_VERDICT_LINE.finditer(text))
-    if matches:
-        return Verdict(_as_bool(matches[-1].group("word")), text.strip())
-    return Verdict(None, text.strip())
+    found = _json_verdict(text)
+    if found is not None:
+        obj, key = found
+        correct = _as_bool(obj[key])
+        if correct is not None:
+            return Verdict(correct, str(obj.get("feedback", "") or "").strip())
+    return Verdict(_line_verdict(text), text.strip())
 
 
 class ReflexionAgent:
