@@ -464,6 +464,29 @@ async def test_no_call_starts_after_the_run_deadline_even_when_calls_return_at_o
     assert [e.status for e in result.ledger.entries] == ["ok", "cancelled"]
 
 
+async def test_a_cancelled_run_leaves_none_of_its_calls_running():
+    # The round cancelled its calls without waiting: they ran on after the run had ended.
+    running: set[str] = set()
+
+    async def slow(messages, config):
+        task = messages[-1].content
+        running.add(task)
+        try:
+            await asyncio.sleep(10)
+        finally:
+            running.discard(task)
+        return "late"
+
+    script = [calls(("cot", {"task": "a"}), ("cot", {"task": "b"}), ("cot", {"task": "c"})), final()]
+    run = asyncio.ensure_future(go(script, ScriptedBackend(slow, name="sub")))
+    while len(running) < 3:
+        await asyncio.sleep(0.01)
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    assert running == set()
+
+
 async def test_serial_variant_runs_one_call_per_round():
     script = [calls(("cot", {"task": "a"}), ("cot", {"task": "b"})), final()]
     _result, orch, _, trace = await go(script, max_calls_per_round=1)

@@ -223,10 +223,13 @@ class RoundCalls:
         try:
             return [job if isinstance(job, CallOutcome) else await job for job in jobs]
         finally:
-            # A call that raised ends the round: the others are not left running.
-            for job in jobs:
-                if isinstance(job, asyncio.Future) and not job.done():
-                    job.cancel()
+            # A call that raised (or the round cancelled) ends the round: the others are cancelled
+            # and waited for, so none runs on, or records a call, after the run is over.
+            pending = [job for job in jobs if isinstance(job, asyncio.Future) and not job.done()]
+            for job in pending:
+                job.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
 
     def record(
         self, round_no: int, outcomes: Sequence[CallOutcome], wall_s: float, unreadable: int = 0
