@@ -69,6 +69,10 @@ def test_low_dom_allows_one_agent_and_no_flows(catalogue):
         (Plan(agents=(agent("a", "sc", samples=3),)), ["unknown_param"]),
         (Plan(agents=(agent("a", "sc", n=0),)), ["bad_param"]),
         (Plan(agents=(agent("a", "debate", roles=["one"]),)), ["bad_param"]),
+        (  # each role goes into every speaker's prompt
+            Plan(agents=(agent("a", "debate", roles=["one", "x" * 200_001]),)),
+            ["bad_param"],
+        ),
         (Plan(agents=(agent("a"),), flows=(Flow(src="a", dst="zz"),)), ["dangling_flow"]),
         (Plan(agents=(agent("a"),), flows=(Flow(src="a", dst="a"),)), ["self_loop"]),
         (

@@ -60,7 +60,7 @@ class ParamSpec(BaseModel):
                 return f"{self.name} must be a string, got {value!r}"
             if self.choices is not None and value not in self.choices:
                 return f"{self.name} must be one of {', '.join(self.choices)}, got {value!r}"
-            return None
+            return _text_problem(self.name, value)
         # list[str]
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             return f"{self.name} must be a list of strings, got {value!r}"
@@ -68,7 +68,23 @@ class ParamSpec(BaseModel):
             return f"{self.name} needs at least {self.min_items} items, got {len(value)}"
         if self.max_items is not None and len(value) > self.max_items:
             return f"{self.name} takes at most {self.max_items} items, got {len(value)}"
-        return None
+        return next((p for i, v in enumerate(value) if (p := _text_problem(f"{self.name}[{i}]", v))), None)
+
+
+#: The longest string parameter, or item of a list parameter (a debate role): a line, not a document
+#: (the plan schema for constrained decoding has the same bound).
+PARAM_TEXT_CHARS = 200
+
+
+def _text_problem(name: str, text: str) -> str | None:
+    """Why ``text`` is no string parameter value: longer than :data:`PARAM_TEXT_CHARS`.
+
+    >>> _text_problem("roles[1]", "x" * 201)
+    'roles[1] is 201 characters long; at most 200'
+    """
+    if len(text) > PARAM_TEXT_CHARS:
+        return f"{name} is {len(text)} characters long; at most {PARAM_TEXT_CHARS}"
+    return None
 
 
 class KindSignature(BaseModel):

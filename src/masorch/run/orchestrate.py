@@ -19,7 +19,7 @@ from masorch.agents.base import AgentRegistry, Retriever
 from masorch.backends.base import Backend, Completion, GenerateConfig, Message, Sampling
 from masorch.errors import BudgetExceeded, DeadlineExceeded, MasorchError, UsageError
 from masorch.plan import Diagnostic, DoM, Limits, check, repair_message
-from masorch.plan.catalogue import KindSignature, ParamSpec
+from masorch.plan.catalogue import PARAM_TEXT_CHARS, KindSignature, ParamSpec
 from masorch.plan.grammar import max_plan_agents, plan_grammar
 from masorch.plan.parse import Dialect
 from masorch.plan.parse_xml import KIND_TO_NAME, PARAM_TO_ARG
@@ -342,9 +342,10 @@ def _stopped(
 def param_json_schema(ptype: str) -> dict[str, Any]:
     """The JSON schema of a parameter type (strings and lists bounded for constrained decoding)."""
     if ptype == "list[str]":
-        return {"type": "array", "items": {"type": "string", "maxLength": 200}, "maxItems": 8}
+        item = {"type": "string", "maxLength": PARAM_TEXT_CHARS}
+        return {"type": "array", "items": item, "maxItems": 8}
     if ptype == "str":
-        return {"type": "string", "maxLength": 200}
+        return {"type": "string", "maxLength": PARAM_TEXT_CHARS}
     return {"type": {"int": "integer", "float": "number", "bool": "boolean"}[ptype]}
 
 
