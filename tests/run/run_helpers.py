@@ -35,8 +35,12 @@ class CallAgent:
         messages = [Message("user", f"Q: {node.question}\nTask: {node.task}{context}")]
         n = int(node.params["calls"])
         outs = await asyncio.gather(
-            *(ctx.complete(messages, GenerateConfig(sample_index=i)) for i in range(n))
+            *(ctx.complete(messages, GenerateConfig(sample_index=i)) for i in range(n)),
+            return_exceptions=True,  # as the real agents do: no call is left running
         )
+        for out in outs:
+            if isinstance(out, BaseException):
+                raise out
         return NodeOutput(answer=outs[-1].text, rationale=f"because {node.node_id}")
 
 

@@ -171,8 +171,8 @@ async def test_wall_budget_stops_new_calls():
     assert "time budget spent" in result.node_results["b"].error
 
 
-async def test_budget_hit_in_one_node_does_not_cancel_a_running_sibling():
-    # a makes 5 calls under a 3-call budget; s (no calls) keeps running; t (after s) is not started.
+async def test_budget_hit_that_decides_the_final_agent_stops_a_running_sibling():
+    # a makes 5 calls under a 3-call budget, so z cannot run: s (no calls) is stopped, t not started.
     plan = vplan(
         [
             ("a", "cot", "x", {"calls": 5}),
@@ -186,7 +186,9 @@ async def test_budget_hit_in_one_node_does_not_cancel_a_running_sibling():
     result = await run(plan, backend, agents=registry(SleepAgent()), budget=Budget(max_calls=3))
     r = result.node_results
     assert r["a"].status is NodeStatus.BUDGET
-    assert r["s"].status is NodeStatus.OK and r["s"].answer == "S"
+    assert (
+        r["s"].status is NodeStatus.SKIPPED and "not needed: the final agent 'z' was budget" in r["s"].error
+    )
     assert r["t"].status is NodeStatus.BUDGET and "not started" in r["t"].error
     assert r["z"].status is NodeStatus.BUDGET
     assert result.status == "budget"
@@ -212,6 +214,23 @@ async def test_run_deadline_cancels_running_and_unstarted_nodes():
     assert "cancelled at the run deadline" in result.node_results["a"].error
     assert "not started" in result.node_results["b"].error
     assert [e.status for e in result.ledger.entries] == ["cancelled"]
+
+
+async def test_once_the_final_agent_is_skipped_nothing_runs_on_or_starts():
+    # a failed at once, so c could never run; b went on and b2 started after it: wasted calls.
+    backend = ScriptedBackend(echo_last_line(), delay_s=0.5)
+    plan = vplan(
+        [("a", "bad", "fail"), ("b", "cot", "slow"), ("b2", "cot", "then ${b}"), ("c", "cot", "join")],
+        [("a", "c"), ("b", "b2"), ("b2", "c")],
+    )
+    t0 = time.perf_counter()
+    result = await run(plan, backend, agents=AgentRegistry([CallAgent(), StatusAgent()]))
+    assert time.perf_counter() - t0 < 0.4
+    assert result.status == "error" and result.error == "node 'a' error: model output unusable"
+    assert result.node_results["b"].status is NodeStatus.SKIPPED
+    assert "not needed: the final agent 'c' was skipped" in result.node_results["b"].error
+    assert result.node_results["b2"].status is NodeStatus.SKIPPED
+    assert [e.status for e in result.ledger.entries] == ["cancelled"]  # b's call, b2 never started
 
 
 async def test_direct_final_answer_needs_no_sub_agent():

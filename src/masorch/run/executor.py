@@ -177,6 +177,7 @@ class _Run:
         self.finish_order: list[str] = []
         self.running: dict[asyncio.Task[NodeOutput], str] = {}
         self.stopped = False  # the run deadline passed: nothing new starts
+        self.decided = False  # the sink was skipped: nothing new starts, the running are cancelled
 
     async def go(self) -> RunResult:
         for nid in self.validated.order:
@@ -194,6 +195,8 @@ class _Run:
                 for task in done:
                     nid = self.running.pop(task)
                     self._finish(nid, task.result())  # a bug in the executor itself propagates here
+                if self.validated.sink in self.results and self.running:
+                    await self._stop_decided()
         except BaseException:
             # Cancelled (a caller's timeout, a client that went away) or failed: the nodes' calls stop
             # too, and are waited for, so nothing runs on after the run is over.
@@ -207,6 +210,9 @@ class _Run:
         """All parents of ``nid`` ended ok: start it, unless the deadline passed or the budget is spent."""
         if self.stopped or self.session.past_deadline():
             self._finish(nid, self._not_started_at_deadline())
+            return
+        if self.decided:
+            self._finish(nid, self._not_needed())
             return
         reason = self.session.ledger.exhausted()
         if reason is not None:
@@ -338,6 +344,28 @@ class _Run:
             task.cancel()
         if tasks:
             await asyncio.wait(tasks)
+
+    async def _stop_decided(self) -> None:
+        """The sink was skipped (a node on every path to it failed): the run's outcome is fixed, so
+        the nodes still running are cancelled (waited for, their calls recorded) and none starts."""
+        self.decided = True
+        tasks = list(self.running)
+        for task in tasks:
+            task.cancel()
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        for task, outcome in zip(tasks, outcomes, strict=True):
+            nid = self.running.pop(task)
+            if isinstance(outcome, NodeOutput):  # it finished as the others were cancelled
+                self._finish(nid, outcome)
+            elif isinstance(outcome, asyncio.CancelledError):
+                self._finish(nid, self._not_needed())
+            else:
+                raise outcome
+
+    def _not_needed(self) -> NodeOutput:
+        sink = self.validated.sink
+        error = f"not needed: the final agent '{sink}' was {self.results[str(sink)].status.value}"
+        return NodeOutput(status=NodeStatus.SKIPPED, error=error)
 
     async def _stop_at_deadline(self) -> None:
         self.stopped = True
