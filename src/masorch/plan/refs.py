@@ -10,12 +10,13 @@ from typing import Literal
 #: Agent ids: a letter first, then letters, digits, ``_`` or ``-``; at most 64 characters.
 ID_PATTERN = r"[A-Za-z][A-Za-z0-9_\-]{0,63}"
 ID_RE = re.compile(rf"^{ID_PATTERN}$")
-REF_RE = re.compile(r"\$\{\s*(" + ID_PATTERN + r")(?:\.(answer|rationale))?\s*\}")
+RefField = Literal["answer", "rationale"]
+#: The fields a reference reads (``${id}`` is ``${id.answer}``).
+REF_FIELDS: tuple[RefField, ...] = ("answer", "rationale")
+REF_RE = re.compile(r"\$\{\s*(" + ID_PATTERN + r")(?:\.(" + "|".join(REF_FIELDS) + r"))?\s*\}")
 
 #: A ``${id.field}`` with any field: the ones :data:`REF_RE` does not read are the validator's error.
 FIELD_REF_RE = re.compile(r"\$\{\s*(" + ID_PATTERN + r")\.([A-Za-z_][A-Za-z0-9_]{0,63})\s*\}")
-
-RefField = Literal["answer", "rationale"]
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,6 @@ def bad_field_refs(text: str) -> list[tuple[str, str]]:
     [('a', 'result')]
     """
     return [(m.group(1), m.group(2)) for m in FIELD_REF_RE.finditer(text) if m.group(2) not in REF_FIELDS]
-
-
-#: The fields a reference reads.
-REF_FIELDS: tuple[RefField, ...] = ("answer", "rationale")
 
 
 def substitute(text: str, lookup: Callable[[str, RefField], str]) -> str:

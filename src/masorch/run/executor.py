@@ -307,9 +307,6 @@ class _Run:
     def _input(self, spec: AgentSpec) -> NodeInput:
         """The node's input: substituted task, upstream context, question and resolved params."""
         parents = self.parents[spec.id]
-        # An empty task is the question itself: the user's text, not the plan's, so a `${x}` in it
-        # (a shell or template question) is text, never a reference.
-        task = spec.task if spec.task.strip() else self.question
         referenced = {r.target for r in find_refs(spec.task)}
         unknown = sorted(referenced - set(parents))
         if unknown:
@@ -321,8 +318,9 @@ class _Run:
             up = self.results[target]
             return up.rationale if which == "rationale" else up.answer
 
-        if referenced:
-            task = substitute(task, lookup)
+        # An empty task is the question itself: the user's text, not the plan's, so a `${x}` in it
+        # (a shell or template question) is text, never a reference.
+        task = substitute(spec.task, lookup) if spec.task.strip() else self.question
         context = tuple(
             UpstreamResult(p, self.results[p].answer, self.results[p].rationale)
             for p in parents
@@ -347,20 +345,9 @@ class _Run:
 
     async def _stop_decided(self) -> None:
         """The sink was skipped (a node on every path to it failed): the run's outcome is fixed, so
-        the nodes still running are cancelled (waited for, their calls recorded) and none starts."""
+        the nodes still running are cancelled and none starts."""
         self.decided = True
-        tasks = list(self.running)
-        for task in tasks:
-            task.cancel()
-        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-        for task, outcome in zip(tasks, outcomes, strict=True):
-            nid = self.running.pop(task)
-            if isinstance(outcome, NodeOutput):  # it finished as the others were cancelled
-                self._finish(nid, outcome)
-            elif isinstance(outcome, asyncio.CancelledError):
-                self._finish(nid, self._not_needed())
-            else:
-                raise outcome
+        await self._cancel_and_finish(self._not_needed())
 
     def _not_needed(self) -> NodeOutput:
         sink = self.validated.sink
@@ -369,24 +356,28 @@ class _Run:
 
     async def _stop_at_deadline(self) -> None:
         self.stopped = True
-        tasks = list(self.running)
-        for task in tasks:
-            task.cancel()
-        # Wait for the cancellations to land so that in-flight calls are recorded in the ledger.
-        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-        deadline = self.session.deadline_s or 0.0
-        for task, outcome in zip(tasks, outcomes, strict=True):
-            nid = self.running.pop(task)
-            if isinstance(outcome, NodeOutput):  # it finished just as the deadline passed
-                self._finish(nid, outcome)
-            elif isinstance(outcome, asyncio.CancelledError):
-                error = f"cancelled at the run deadline ({deadline:g} s)"
-                self._finish(nid, NodeOutput(status=NodeStatus.TIMEOUT, error=error))
-            else:
-                raise outcome
+        error = f"cancelled at the run deadline ({self.session.deadline_s or 0.0:g} s)"
+        await self._cancel_and_finish(NodeOutput(status=NodeStatus.TIMEOUT, error=error))
         for nid in self.validated.order:
             if nid not in self.results:
                 self._finish(nid, self._not_started_at_deadline())
+
+    async def _cancel_and_finish(self, cancelled: NodeOutput) -> None:
+        """Cancel the running nodes and wait for the cancellations to land (so that their in-flight
+        calls are recorded in the ledger); each ends as ``cancelled`` says, or with its own output
+        where it finished meanwhile."""
+        tasks = list(self.running)
+        for task in tasks:
+            task.cancel()
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+        for task, outcome in zip(tasks, outcomes, strict=True):
+            nid = self.running.pop(task)
+            if isinstance(outcome, NodeOutput):  # it finished just as the others were cancelled
+                self._finish(nid, outcome)
+            elif isinstance(outcome, asyncio.CancelledError):
+                self._finish(nid, cancelled)
+            else:
+                raise outcome
 
     def _outcome(self, deadline_hit: bool) -> RunResult:
         sink = self.validated.sink
