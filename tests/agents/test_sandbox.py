@@ -236,12 +236,24 @@ async def test_output_flood_is_truncated_and_killed():
     limits = SandboxLimits(wall_s=5.0, max_output_bytes=1000)
     result = await run_sandboxed("while True:\n    print('x' * 1000)\n", limits)
     assert result.killed_reason == "output_limit" and result.truncated
-    assert len(result.stdout) == 1000
+    head, marker, count = result.stdout.partition(" bytes left out ...]\n")[0].rpartition("\n[... ")
+    assert head == "x" * 500 and marker and int(count) > 16_000
 
 
-async def test_large_output_is_truncated():
+async def test_large_output_keeps_its_first_and_last_bytes():
     result = await run_sandboxed("print('y' * 5000)\n", SandboxLimits(wall_s=5.0, max_output_bytes=1000))
-    assert result.ok and result.truncated and result.stdout == "y" * 1000
+    assert result.ok and result.truncated
+    assert result.stdout == "y" * 500 + "\n[... 4001 bytes left out ...]\n" + "y" * 499 + "\n"
+
+
+async def test_truncated_output_keeps_the_answer_and_the_traceback_at_its_end():
+    # About 5,000 bytes: over the cap, under the 16-fold flood that kills the program.
+    code = "for i in range(600):\n    print('noise', i)\nprint('ANSWER 42')\nraise ValueError('late')\n"
+    result = await run_sandboxed(code, SandboxLimits(wall_s=5.0, max_output_bytes=1000))
+    assert result.truncated and not result.ok and not result.killed_reason
+    assert result.stdout.startswith("noise 0\n") and result.stdout.endswith("noise 599\nANSWER 42\n")
+    assert len(result.stdout) < 1100
+    assert result.stderr.rstrip().endswith("ValueError: late")
 
 
 SNOOP = program(

@@ -52,8 +52,10 @@ Layers, from the operating system up, and what each one covers:
   turns the common ways out (process creation, signals, sockets, ``ctypes``, raising limits, file
   access outside the allowed paths) into clear ``PermissionError``s. Audit hooks are not a
   security boundary (PEP 578) and the hostile suite defeats this one on purpose.
-* **Output**: stdout and stderr are captured up to ``max_output_bytes`` each (the rest is dropped;
-  a program that prints more than 16 times that is killed).
+* **Output**: stdout and stderr keep up to ``max_output_bytes`` each: past that, the first and the
+  last half of the budget, with a line naming how many bytes were left out between them (a
+  program's answer and a traceback come last); a program that prints more than 16 times that is
+  killed.
 
 A supervisor process (the prelude, before it forks the program) reports how the program ended on
 a pipe the program never holds, so a kernel kill still names its limit. Layers the host cannot
@@ -432,19 +434,43 @@ def _environment(root: str) -> dict[str, str]:
     }
 
 
-async def _drain(
-    stream: asyncio.StreamReader | None, buffer: bytearray, cap: int, overflow: asyncio.Event
-) -> int:
-    total = 0
+class _Capture:
+    """A stream's bytes within ``cap``; past it, its first and last ``cap / 2`` bytes and its size."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+        self.overflowed = False
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if not self.overflowed:
+            self.head.extend(chunk)
+            if len(self.head) <= self.cap:
+                return
+            self.overflowed = True
+            chunk = bytes(self.head[self.cap // 2 :])
+            del self.head[self.cap // 2 :]
+        self.tail.extend(chunk)
+        del self.tail[: max(0, len(self.tail) - (self.cap - self.cap // 2))]
+
+    def bytes(self) -> bytes:
+        if not self.overflowed:
+            return bytes(self.head)
+        left_out = self.total - len(self.head) - len(self.tail)
+        return bytes(self.head) + f"\n[... {left_out} bytes left out ...]\n".encode() + bytes(self.tail)
+
+
+async def _drain(stream: asyncio.StreamReader | None, capture: _Capture, overflow: asyncio.Event) -> int:
     if stream is None:
-        return total
+        return 0
     while chunk := await stream.read(65536):
-        total += len(chunk)
-        if len(buffer) < cap:
-            buffer.extend(chunk[: cap - len(buffer)])
-        if total > cap * _OUTPUT_KILL_FACTOR:
+        capture.add(chunk)
+        if capture.total > capture.cap * _OUTPUT_KILL_FACTOR:
             overflow.set()
-    return total
+    return capture.total
 
 
 def _kill_group(process: asyncio.subprocess.Process) -> None:
@@ -592,11 +618,11 @@ async def _run(
         )
     finally:
         os.close(status_write)  # the child's supervisor holds the only write end now
-    out, err = bytearray(), bytearray()
+    out, err = _Capture(limits.max_output_bytes), _Capture(limits.max_output_bytes)
     overflow = asyncio.Event()
     drains = [
-        asyncio.create_task(_drain(process.stdout, out, limits.max_output_bytes, overflow)),
-        asyncio.create_task(_drain(process.stderr, err, limits.max_output_bytes, overflow)),
+        asyncio.create_task(_drain(process.stdout, out, overflow)),
+        asyncio.create_task(_drain(process.stderr, err, overflow)),
     ]
     waiter = asyncio.create_task(process.wait())
     overflowed = asyncio.create_task(overflow.wait())
@@ -620,13 +646,13 @@ async def _run(
         for task in (*drains, waiter):
             if not task.done():
                 task.cancel()
-    exit_code, report = _program_exit(process.returncode, err, status_read)
+    exit_code, report = _program_exit(process.returncode, err.bytes(), status_read)
     if not killed_reason:
         killed_reason = _limit_reached(exit_code, float(report.get("cpu_s", 0.0)), _cpu_seconds(limits))
     truncated = len(totals) < 2 or any(total > limits.max_output_bytes for total in totals)
     return SandboxResult(
-        stdout=out.decode("utf-8", errors="replace"),
-        stderr=err.decode("utf-8", errors="replace"),
+        stdout=out.bytes().decode("utf-8", errors="replace"),
+        stderr=err.bytes().decode("utf-8", errors="replace"),
         exit_code=exit_code,
         timed_out=killed_reason == "wall_timeout",
         killed_reason=killed_reason,
