@@ -23,8 +23,8 @@ texts = st.text(st.characters(blacklist_characters="<", blacklist_categories=("C
 param_names = st.from_regex(r"[a-z][a-z_]{0,7}", fullmatch=True).filter(
     lambda n: (
         not keyword.iskeyword(n)
-        and n
-        not in {"id", "kind", "task", "params", "agent_input", "n_samples", "debate_roles", "vote_method"}
+        and n not in {"id", "kind", "task", "params", "task_only", "agent_input", "n_samples", "debate_roles"}
+        and n != "vote_method"
     )
 )
 scalars = st.one_of(
@@ -47,6 +47,7 @@ def plans(draw: st.DrawFn) -> Plan:
             kind=draw(kinds),
             task=draw(texts),
             params=draw(st.dictionaries(param_names, values, max_size=3)),
+            task_only=draw(st.booleans()),
         )
         for i in agent_ids
     )

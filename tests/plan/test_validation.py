@@ -94,6 +94,11 @@ def test_low_dom_allows_one_agent_and_no_flows(catalogue):
             Plan(agents=(agent("a"), agent("b", task="")), flows=(Flow(src="a", dst="b"),)),
             ["empty_task"],
         ),
+        (  # the task alone, and no task: nothing to solve
+            Plan(agents=(AgentSpec(id="a", kind="cot", task="", task_only=True),)),
+            ["empty_task_alone"],
+        ),
+        (Plan(agents=(AgentSpec(id="a", kind="cot", task="Add 2 and 3.", task_only=True),)), []),
     ],
 )
 def test_each_rule(catalogue, plan, expected):
@@ -229,3 +234,31 @@ def test_check_combines_parse_and_validation(catalogue):
     assert ok.valid and ok.validated is not None and ok.plan == Plan(final_answer="4")
     nothing = check("no plan here", DoM.LOW, catalogue)
     assert not nothing.valid and nothing.validation is None and nothing.dialect is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'create_agent(id="a", kind="cot", task="Add 2 and 3.", task_only=True)',
+        '{"agents": [{"id": "a", "kind": "cot", "task": "Add 2 and 3.", "task_only": true}]}',
+        '[{"name": "create_agent", "arguments": {"id": "a", "kind": "cot", "task": "Add 2 and 3.", '
+        '"task_only": true}}]',
+        "<agent><agent_name>CoTAgent</agent_name><required_arguments><agent_input>Add 2 and 3."
+        "</agent_input><task_only>true</task_only></required_arguments>"
+        "<agent_output_id>a</agent_output_id></agent><answer>a</answer>",
+    ],
+)
+def test_task_only_is_read_in_every_dialect_and_is_not_a_kind_parameter(catalogue, text):
+    result = check(text, DoM.LOW, catalogue)
+    assert result.valid, result.diagnostics
+    assert result.plan is not None and result.plan.agents[0].task_only
+    assert result.plan.agents[0].params == {}
+
+
+@pytest.mark.parametrize("value", ['"yes"', "1", "[True]"])
+def test_task_only_must_be_a_boolean(catalogue, value):
+    result = check(
+        f'create_agent(id="a", kind="cot", task="Add 2 and 3.", task_only={value})', DoM.LOW, catalogue
+    )
+    assert [d.code for d in result.diagnostics] == ["bad_argument"]
+    assert "task_only must be True or False" in result.diagnostics[0].message

@@ -82,6 +82,30 @@ async def test_an_empty_task_takes_the_question_as_text_with_its_dollar_braces()
     assert result.status == "ok" and agent.inputs[0].task == question
 
 
+async def test_an_agent_asking_for_its_task_alone_is_not_shown_the_question():
+    from masorch.agents.registry import default_registry
+    from masorch.agents.signatures import builtin_catalogue
+    from masorch.plan import DoM, check
+
+    text = (
+        'create_agent(id="calc", kind="cot", task="Compute 17 * 23.", task_only=True)\n'
+        'create_agent(id="ans", kind="cot", task="Use ${calc} to answer.")'
+    )
+    result = check(text, DoM.HIGH, builtin_catalogue())
+    assert result.validation is not None and result.validation.validated is not None
+    backend = ScriptedBackend(lambda messages, config: "\\boxed{391}")
+    out = await run_plan(
+        result.validation.validated,
+        "A secret question: how many sheep?",
+        agents=default_registry(),
+        backends=RoleBackends(backend),
+    )
+    assert out.status == "ok" and out.answer == "391"
+    calc_prompt, ans_prompt = (call[0][-1].content for call in backend.calls)
+    assert "sheep" not in calc_prompt and "Compute 17 * 23." in calc_prompt
+    assert "sheep" in ans_prompt and "Use 391 to answer." in ans_prompt
+
+
 async def test_parallel_nodes_run_concurrently():
     # The four independent calls are held until all four are in flight: one after another would time out.
     backend = GatedBackend(ScriptedBackend(echo_last_line()), 4)

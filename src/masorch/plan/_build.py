@@ -15,6 +15,8 @@ FINAL_ANSWER = "final_answer"
 KNOWN_CALLS = (CREATE_AGENT, CREATE_FLOW, FINAL_ANSWER)
 
 _AGENT_FIELDS = ("id", "kind", "task")
+#: The ``create_agent`` keyword that asks for the task alone (no original question shown).
+TASK_ONLY = "task_only"
 _FLOW_ALIASES = {"src": "src", "dst": "dst", "source": "src", "target": "dst"}
 _ANSWER_ALIASES = ("text", "answer")
 
@@ -112,6 +114,23 @@ def _text(call: RawCall, key: str, value: Any, diags: list[Diagnostic], required
     return value.strip()
 
 
+def flag_value(name: str, key: str, value: Any, diags: list[Diagnostic], where: str | None) -> bool:
+    """A boolean argument of ``name`` (``True``/``False``, JSON ``true``/``false``); else a diagnostic."""
+    if value is UNREADABLE:
+        return False
+    if not isinstance(value, bool):
+        diags.append(
+            diag(
+                "bad_argument",
+                f"{name}: {key} must be True or False, got {_short(value)}",
+                f"write {key}=True, or leave it out",
+                where,
+            )
+        )
+        return False
+    return value
+
+
 def _agent(call: RawCall, diags: list[Diagnostic]) -> AgentSpec | None:
     bound = _bind(call, _AGENT_FIELDS, diags)
     if bound is None:
@@ -119,6 +138,7 @@ def _agent(call: RawCall, diags: list[Diagnostic]) -> AgentSpec | None:
     agent_id = _text(call, "id", bound.pop("id", None), diags, required=True)
     kind = _text(call, "kind", bound.pop("kind", None), diags, required=True)
     task = _text(call, "task", bound.pop("task", None), diags, required=False)
+    task_only = flag_value(call.name, TASK_ONLY, bound.pop(TASK_ONLY, False), diags, call.where)
     params: dict[str, ParamValue] = {}
     for key, value in bound.items():
         if value is UNREADABLE:
@@ -138,7 +158,7 @@ def _agent(call: RawCall, diags: list[Diagnostic]) -> AgentSpec | None:
         params[key] = kept
     if agent_id is None or kind is None:
         return None
-    return AgentSpec(id=agent_id, kind=kind, task=task or "", params=params)
+    return AgentSpec(id=agent_id, kind=kind, task=task or "", params=params, task_only=task_only)
 
 
 def _flow(call: RawCall, diags: list[Diagnostic]) -> Flow | None:

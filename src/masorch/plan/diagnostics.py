@@ -78,6 +78,7 @@ CODES: dict[str, tuple[Severity, str]] = {
     "missing_param": (Severity.ERROR, "an agent lacks a required parameter of its kind"),
     "bad_param": (Severity.ERROR, "a parameter has the wrong type or is out of range"),
     "empty_task": (Severity.WARNING, "an agent with inputs has no task saying what to do with them"),
+    "empty_task_alone": (Severity.ERROR, "an agent asks for its task alone (task_only) but has no task"),
     "task_too_long": (Severity.ERROR, "a task is longer than the limit"),
     "too_many_agents": (Severity.ERROR, "more agents than the limit"),
     "too_many_flows": (Severity.ERROR, "more flows than the limit"),

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 #: A parameter value in a plan: literals only, never code.
 ParamValue = str | int | float | bool | None | list[Any]
@@ -30,7 +30,11 @@ class DoM(str, Enum):
 
 
 class AgentSpec(BaseModel):
-    """One sub-agent node: an id, a registered kind, its task and its typed parameters."""
+    """One sub-agent node: an id, a registered kind, its task and its typed parameters.
+
+    ``task_only`` asks for the task alone: the agent is not shown the original question (its task
+    must then say everything). Serialised only when set, so plans that do not use it keep their form.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -38,6 +42,14 @@ class AgentSpec(BaseModel):
     kind: str
     task: str = ""
     params: dict[str, ParamValue] = Field(default_factory=dict)
+    task_only: bool = False
+
+    @model_serializer(mode="wrap")
+    def _omit_default_task_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.task_only:
+            data.pop("task_only", None)
+        return data
 
 
 class Flow(BaseModel):

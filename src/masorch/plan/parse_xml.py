@@ -18,7 +18,7 @@ import json
 import re
 from typing import Any
 
-from masorch.plan._build import param_value
+from masorch.plan._build import TASK_ONLY, flag_value, param_value
 from masorch.plan._tags import TagPairs
 from masorch.plan.diagnostics import Diagnostic, diag
 from masorch.plan.model import AgentSpec, Flow, ParamValue, Plan
@@ -167,14 +167,17 @@ def _agent(
         return None, low_style
     args_text = fields.get("required_arguments")
     task = ""
+    task_only = False
     params: dict[str, ParamValue] = {}
     for tag, content in _ARG.items(block if args_text is None else args_text):
-        if args_text is None and tag.lower() not in ("agent_input", *ARG_TO_PARAM):
+        if args_text is None and tag.lower() not in ("agent_input", TASK_ONLY, *ARG_TO_PARAM):
             continue  # without <required_arguments>, only the known argument tags are read
         if tag == "agent_input":
             task = content.strip()
             if task == '""':  # the checkpoints' prompts spell "the original question" as ""
                 task = ""
+        elif tag == TASK_ONLY:
+            task_only = flag_value("<agent>", TASK_ONLY, _value(content), diags, place)
         elif tag in IGNORED_ARGS:
             diags.append(
                 diag(
@@ -187,7 +190,8 @@ def _agent(
         else:
             params[ARG_TO_PARAM.get(tag, tag)] = _value(content)
     assert agent_id is not None and name is not None
-    return AgentSpec(id=agent_id, kind=kind_of(name), task=task, params=params), low_style
+    agent = AgentSpec(id=agent_id, kind=kind_of(name), task=task, params=params, task_only=task_only)
+    return agent, low_style
 
 
 def _default_id(blocks: list[str], outside: str, answers: list[str]) -> str | None:

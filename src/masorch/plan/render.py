@@ -35,6 +35,7 @@ def render_calls(plan: Plan) -> str:
     for a in plan.agents:
         args = [f"id={_py(a.id)}", f"kind={_py(a.kind)}", f"task={_py(a.task)}"]
         args += [f"{k}={_py(v)}" for k, v in a.params.items()]
+        args += ["task_only=True"] if a.task_only else []
         lines.append(f"create_agent({', '.join(args)})")
     lines += [f"create_flow({_py(f.src)}, {_py(f.dst)})" for f in plan.flows]
     if plan.final_answer is not None:
@@ -46,7 +47,13 @@ def render_json(plan: Plan) -> str:
     """The plan as one JSON object ``{"agents", "flows", "final_answer"}``."""
     obj = {
         "agents": [
-            {"id": a.id, "kind": a.kind, "task": a.task, **({"params": a.params} if a.params else {})}
+            {
+                "id": a.id,
+                "kind": a.kind,
+                "task": a.task,
+                **({"params": a.params} if a.params else {}),
+                **({"task_only": True} if a.task_only else {}),
+            }
             for a in plan.agents
         ],
         "flows": [{"src": f.src, "dst": f.dst} for f in plan.flows],
@@ -58,7 +65,16 @@ def render_json(plan: Plan) -> str:
 def tool_calls(plan: Plan) -> list[dict[str, Any]]:
     """The plan as OpenAI-style tool calls ``[{"name", "arguments"}]`` (arguments as objects)."""
     calls: list[dict[str, Any]] = [
-        {"name": "create_agent", "arguments": {"id": a.id, "kind": a.kind, "task": a.task, **a.params}}
+        {
+            "name": "create_agent",
+            "arguments": {
+                "id": a.id,
+                "kind": a.kind,
+                "task": a.task,
+                **a.params,
+                **({"task_only": True} if a.task_only else {}),
+            },
+        }
         for a in plan.agents
     ]
     calls += [{"name": "create_flow", "arguments": {"src": f.src, "dst": f.dst}} for f in plan.flows]
@@ -98,6 +114,7 @@ def _xml_agent(a: AgentSpec, low: bool) -> str:
         f"    <{PARAM_TO_ARG.get(k, k)}>{_xml_value(v)}</{PARAM_TO_ARG.get(k, k)}>"
         for k, v in a.params.items()
     ]
+    lines += ["    <task_only>true</task_only>"] if a.task_only else []
     lines.append("  </required_arguments>")
     if low:
         lines.append(f"  <agent_output_id>{a.id}</agent_output_id>")

@@ -14,7 +14,8 @@ Rules, in the order they are checked (codes in :data:`masorch.plan.diagnostics.C
 7. graph - ``cycle`` (each cycle named), then ``multiple_sinks`` and ``unreachable``; with
    ``Limits.prune_unused`` the agents that never reach the final agent (the last one written) are
    left out instead (``pruned_agent``, a warning) and the rest is validated and run;
-8. tasks - ``empty_task`` (a warning; see docs/plan-language.md for when an empty task is fine).
+8. tasks - ``empty_task`` (a warning; see docs/plan-language.md for when an empty task is fine),
+   ``empty_task_alone`` (``task_only`` without a task: the agent would see nothing to solve).
 """
 
 from __future__ import annotations
@@ -407,7 +408,17 @@ def validate(plan: Plan, dom: DoM, catalogue: Catalogue, limits: Limits = Limits
     for src, dst in edges:
         parents[dst].append(src)
     for agent in plan.agents:
-        if not agent.task and parents.get(agent.id):
+        if agent.task_only and not agent.task:
+            out.append(
+                diag(
+                    "empty_task_alone",
+                    f"{agent.id!r} asks for its task alone (task_only) but has no task: it would see "
+                    "nothing to solve",
+                    "write the task it should solve, or leave out task_only to give it the original question",
+                    f"agent:{agent.id}",
+                )
+            )
+        elif not agent.task and parents.get(agent.id):
             out.append(
                 diag(
                     "empty_task",

@@ -330,7 +330,8 @@ class _Run:
             context = self.root_context
         agent = self.ex._agents.get(spec.kind)
         params: dict[str, Any] = agent.signature.resolve(spec.params)
-        return NodeInput(node_id=spec.id, question=self.question, task=task, params=params, context=context)
+        question = "" if spec.task_only else self.question
+        return NodeInput(node_id=spec.id, question=question, task=task, params=params, context=context)
 
     def _not_started_at_deadline(self) -> NodeOutput:
         error = f"not started before the run deadline ({self.session.deadline_s or 0.0:g} s)"
