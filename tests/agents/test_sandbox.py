@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -24,6 +25,7 @@ from masorch.agents.sandbox import (
     namespace_prefix,
     pids_cgroup_base,
     run_sandboxed,
+    sweep_leftovers,
     syscall_filter,
 )
 from masorch.errors import RunError
@@ -600,6 +602,14 @@ def test_a_caller_killed_outright_takes_its_program_with_it(namespaces):
                 break
             time.sleep(0.05)
         assert [p for p in below if _alive(p)] == []
+        # It could not remove its work directory and cgroups; a later process does, once they are old.
+        bases = [Path(tempfile.gettempdir())] + [b for b in (pids_cgroup_base(), memory_cgroup_base()) if b]
+        left = [e for base in bases for e in base.glob(f"masorch-sandbox-{caller.pid}-*")]
+        assert any(e.parent == bases[0] for e in left)
+        sweep_leftovers()
+        assert all(e.exists() for e in left)  # younger than the default margin
+        assert sweep_leftovers(min_age_s=0) >= len(left)
+        assert [e for e in left if e.exists()] == []
     finally:
         caller.kill()
         for p in below:

@@ -15,6 +15,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from masorch.agents._sandbox_leftovers import owned_prefix
+
 logger = logging.getLogger(__name__)
 
 
@@ -45,7 +47,7 @@ def controller_base(controller: str) -> Path | None:
 
 def make_group(base: Path, settings: dict[str, str]) -> Path | None:
     """A new group below ``base`` with ``settings`` written in order; None (logged) if refused."""
-    group = Path(tempfile.mkdtemp(prefix="masorch-sandbox-", dir=base))
+    group = Path(tempfile.mkdtemp(prefix=owned_prefix(), dir=base))
     for name, value in settings.items():
         try:
             (group / name).write_text(value)

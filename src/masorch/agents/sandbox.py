@@ -93,6 +93,8 @@ from masorch.agents._sandbox_cgroup import (
     remove_group_when_empty,
 )
 from masorch.agents._sandbox_kernel import landlock_abi
+from masorch.agents._sandbox_leftovers import owned_prefix, sweep
+from masorch.agents._sandbox_leftovers import remove_tree as _remove_tree
 from masorch.errors import RunError
 
 logger = logging.getLogger(__name__)
@@ -360,7 +362,7 @@ def _probe_file_boundary() -> tuple[str, ...]:
 
 
 def _probe_private_root(prefix: tuple[str, ...]) -> str:
-    root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-probe-"))
+    root = os.path.realpath(tempfile.mkdtemp(prefix=owned_prefix() + "probe-"))
     try:
         Path(root, "main.py").write_text("import os\nprint(os.path.exists('/etc/passwd'))\n")
         config = {"root": root, "private_root": True, "work_bytes": 1 << 20, **_PROBE_LIMITS}
@@ -385,7 +387,7 @@ def syscall_filter() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _probe_syscall_filter() -> bool:
-    root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-probe-"))
+    root = os.path.realpath(tempfile.mkdtemp(prefix=owned_prefix() + "probe-"))
     try:
         # Netlink exists on every Linux: refused with EAFNOSUPPORT, it was the filter that refused it.
         Path(root, "main.py").write_text(
@@ -480,9 +482,31 @@ def _kill_group(process: asyncio.subprocess.Process) -> None:
         os.killpg(process.pid, signal.SIGKILL)
 
 
+#: How old a dead process's leftover must be before :func:`sweep_leftovers` removes it by default
+#: (a margin for a process in another PID namespace that shares this temporary directory).
+LEFTOVER_MIN_AGE_S = 600.0
+
+
+def sweep_leftovers(min_age_s: float = LEFTOVER_MIN_AGE_S) -> int:
+    """Remove the work directories and cgroups that runs of processes now gone left behind.
+
+    A caller killed outright (SIGKILL, the OOM killer, a session's end) cannot remove its runs'
+    entries; every name carries its maker's pid, so a later process can. :func:`run_sandboxed` does
+    this once per process. Returns how many entries were removed.
+    """
+    bases = dict.fromkeys(b for b in (pids_cgroup_base(), memory_cgroup_base(), cpu_cgroup_base()) if b)
+    return sweep([Path(tempfile.gettempdir())], list(bases), min_age_s)
+
+
+@functools.lru_cache(maxsize=1)
+def _swept_once() -> int:
+    return sweep_leftovers()
+
+
 async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> SandboxResult:
     """Run ``code`` as a Python program in the sandbox and report its output and fate."""
     limits = limits or SandboxLimits()
+    await asyncio.to_thread(_swept_once)
     # The first call probes the host (runs unshare and a probe child); keep that off the event loop.
     prefix = await asyncio.to_thread(namespace_prefix) if limits.namespaces else ()
     lifetime = await asyncio.to_thread(lifetime_prefix)
@@ -508,7 +532,7 @@ async def run_sandboxed(code: str, limits: SandboxLimits | None = None) -> Sandb
     isolation = ["fresh_env", "rlimits", "process_group"] + (["parent_death"] if lifetime else [])
     isolation += ["user_ns", "net_ns", "pid_ns", "ipc_ns", "uts_ns"] if prefix else []
     isolation += [name for name, on in layers.items() if on]
-    root = os.path.realpath(tempfile.mkdtemp(prefix="masorch-sandbox-"))
+    root = os.path.realpath(tempfile.mkdtemp(prefix=owned_prefix()))
     try:
         # A lone surrogate (half an emoji from a JSON escape) has no UTF-8 form: written as "?".
         Path(root, "main.py").write_text(code, encoding="utf-8", errors="replace")
@@ -569,36 +593,6 @@ def _cgroups(limits: SandboxLimits, memory_bytes: int) -> tuple[Path | None, Pat
     )
     cpu_group = make_group(cpu_base, cpu_settings(cpu_base, limits.cpus)) if cpu_base is not None else None
     return pids_group, memory_group, cpu_group
-
-
-def _remove_tree(root: str) -> None:
-    """Remove a work directory however deep the program made it (an explicit stack, no recursion:
-    the interpreter's recursion limit is smaller than a program's 1,500 nested directories)."""
-    stack, emptied = [root], []
-    while stack:
-        top = stack.pop()
-        emptied.append(top)
-        try:
-            entries = list(os.scandir(top))
-        except OSError as exc:
-            logger.warning("sandbox: could not list %s: %s", top, exc)
-            continue
-        for entry in entries:
-            if entry.is_dir(follow_symlinks=False):
-                stack.append(entry.path)
-            else:
-                _remove(os.unlink, entry.path)
-    for directory in reversed(emptied):  # children were listed after their parents
-        _remove(os.rmdir, directory)
-
-
-def _remove(function: Any, path: str) -> None:
-    try:
-        function(path)
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        logger.warning("sandbox: could not remove %s: %s", path, exc)
 
 
 async def _run(
