@@ -8,7 +8,9 @@ from masorch.agents.base import AgentRegistry
 from masorch.agents.cot import CotAgent
 from masorch.backends.base import Completion, ToolCall, Usage
 from masorch.backends.scripted import ScriptedBackend
+from masorch.plan import DoM
 from masorch.run.executor import RoleBackends
+from masorch.run.orchestrate import OrchestrateOptions, orchestrate
 from masorch.run.rounds import run_rounds
 from masorch.trace.writer import MemoryTrace
 from masorch.view.sample import sample_view
@@ -78,3 +80,22 @@ async def test_refused_calls_and_a_round_of_only_refused_calls_are_listed() -> N
 
 def test_no_events_is_an_empty_view() -> None:
     assert sample_view([]) == {"found": False}
+
+
+async def test_an_agent_given_its_task_alone_is_marked_in_the_graph() -> None:
+    plan = (
+        'create_agent(id="calc", kind="cot", task="Compute 17 * 23.", task_only=True)\n'
+        'create_agent(id="ans", kind="cot", task="Use ${calc}.")'
+    )
+    trace = MemoryTrace()
+    result = await orchestrate(
+        "What is X?",
+        orchestrator=ScriptedBackend(lambda m, c: plan, name="orch"),
+        backends=RoleBackends(ScriptedBackend(lambda m, c: "\\boxed{391}", name="sub")),
+        agents=AgentRegistry([CotAgent()]),
+        options=OrchestrateOptions(dom=DoM.HIGH, dialect="calls"),
+        trace=trace,
+    )
+    assert result.status == "ok"
+    nodes = {n["id"]: n for n in sample_view(trace.events)["graph"]["nodes"]}
+    assert nodes["calc"]["task_only"] is True and nodes["ans"]["task_only"] is False

@@ -155,6 +155,7 @@ def _graph(
                 "kind": a.get("kind") or n.get("kind", ""),
                 "task": a.get("task", n.get("task", "")),
                 "params": a.get("params", n.get("params", {})),
+                "task_only": a.get("task_only") is True,
                 "status": n.get("status", "not run"),
                 "answer": n.get("answer", ""),
                 "error": n.get("error", ""),

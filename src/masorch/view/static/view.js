@@ -410,7 +410,7 @@
         label: { show: true, color: "#fff", fontSize: 12, lineHeight: 16, formatter: (p) => p.data.name + "\n" + p.data.kind },
         data: graph.nodes.map((n) => ({
           name: n.id, kind: n.kind, x: n.layer * 190, y: n.row * 80,
-          tip: "<b>" + escapeHtml(n.id) + "</b> · " + escapeHtml(n.kind) + " · " + escapeHtml(n.status) + "<br>" + escapeHtml(String(n.task || "(the original question)").slice(0, 200)),
+          tip: "<b>" + escapeHtml(n.id) + "</b> · " + escapeHtml(n.kind) + " · " + escapeHtml(n.status) + "<br>" + escapeHtml(String(n.task || "(the original question)").slice(0, 200)) + (n.task_only ? "<br><i>task only: not shown the original question</i>" : ""),
           itemStyle: { color: STATUS_COLORS[n.status] || "#9aa3ad", borderColor: KIND_COLORS[kinds.indexOf(n.kind) % KIND_COLORS.length], borderWidth: 4 },
         })),
         links: graph.edges.map((e) => ({
