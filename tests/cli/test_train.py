@@ -51,3 +51,22 @@ def test_data_rounds_writes_rows_for_the_rounds_agent_loop(tmp_path: Path) -> No
     system, user = rows[0]["prompt"]
     assert system["role"] == "system" and "final_answer" in system["content"]
     assert user == {"role": "user", "content": rows[0]["extra_info"]["question"]}
+
+
+def test_a_fresh_run_into_a_directory_holding_a_run_is_refused_before_any_model_loads(
+    tmp_path: Path, capsys
+) -> None:
+    out = tmp_path / "run"
+    (out / "checkpoint-3").mkdir(parents=True)
+    (out / "log.jsonl").write_text('{"step": 1}\n')
+    cfg = tmp_path / "c.yaml"
+    # Weights that are not a model: a run that got past the check would fail on loading them.
+    (tmp_path / "policy.gguf").write_bytes(b"not a model")
+    cfg.write_text(
+        "train: [{kind: masbench_gen, values: '2', count: 4}]\neval_limit: 0\n"
+        f"model: {tmp_path / 'policy.gguf'}\noutput_dir: {out}\n"
+    )
+    assert main(["train", "grpo", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "holds a training run (checkpoint-3)" in err and "overwrite: true" in err
+    assert (out / "checkpoint-3").is_dir() and (out / "log.jsonl").read_text() == '{"step": 1}\n'

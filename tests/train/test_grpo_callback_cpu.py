@@ -61,8 +61,25 @@ def test_a_resumed_sitting_keeps_the_lines_of_the_checkpointed_steps(tmp_path: P
         UsageError, match=r"holds a run of another config: learning_rate \(run: 0.0001, now: 0.0002\)"
     ):
         begin_sitting(tmp_path, files, resume=True, config={**config, "learning_rate": 2e-4})
-    fresh = begin_sitting(tmp_path, files, resume=False, config={**config, "learning_rate": 2e-4})
+    # a fresh run in the directory of another is refused unless asked to start over: nothing is lost
+    with pytest.raises(
+        UsageError, match=r"holds a training run \(run_config.json, checkpoint-2, checkpoint-3\)"
+    ):
+        begin_sitting(tmp_path, files, resume=False, config={**config, "learning_rate": 2e-4})
+    assert steps("log.jsonl") == [1, 2] and (tmp_path / "checkpoint-2" / "trainer_state.json").is_file()
+    fresh = begin_sitting(
+        tmp_path, files, resume=False, config={**config, "learning_rate": 2e-4}, overwrite=True
+    )
     assert fresh.checkpoint is None and steps("log.jsonl") == [] and steps("samples.jsonl") == []
     # the replaced run's checkpoints go too: a later resume would have continued that run from them
     assert not list(tmp_path.glob("checkpoint-*"))
     assert begin_sitting(tmp_path, files, resume=True, config={**config, "learning_rate": 2e-4}).step == 0
+
+
+def test_the_run_record_does_not_compare_how_output_dir_was_spelled(tmp_path: Path) -> None:
+    from masorch.train.trainer_parts import begin_sitting
+
+    config = {"learning_rate": 1e-4, "output_dir": str(tmp_path), "resume": True}
+    begin_sitting(tmp_path, {}, resume=True, config=config)
+    again = {**config, "output_dir": str(tmp_path) + "/"}
+    assert begin_sitting(tmp_path, {}, resume=True, config=again).step == 0

@@ -212,6 +212,13 @@ class PolicyTraining(ConfigModel):
             "lines of steps past the checkpoint are dropped; a started held-out evaluation goes on"
         ),
     )
+    overwrite: bool = Field(
+        default=False,
+        description=(
+            "start the run over in an output_dir that holds one (its checkpoints, log and sampled plans "
+            "are deleted); without it (and without resume) such a directory is refused"
+        ),
+    )
     max_train_s: float | None = Field(
         default=None,
         gt=0,

@@ -317,7 +317,7 @@ def train_grpo(
     t_start = time.monotonic()
     check_model_source(cfg.model)
     run_config = cfg.model_dump(mode="json")
-    check_resume_config(out, run_config, resume=cfg.resume)
+    check_resume_config(out, run_config, resume=cfg.resume, overwrite=cfg.overwrite)
     agents = train_agents(cfg, agents)
     train_rows, held_rows = prompt_rows(cfg, agents)
     corpus = search_corpus([*cfg.train, *cfg.eval])
@@ -336,7 +336,9 @@ def train_grpo(
         constraint = rollout_constraint(cfg, agents)
         model, tokenizer = load_policy(cfg.model, dtype=weights_dtype)
         # the run's files change only now, with the config, the data and the policy known good
-        sitting = begin_sitting(out, {LOG_FILE: 1, SAMPLES_FILE: 0}, resume=cfg.resume, config=run_config)
+        sitting = begin_sitting(
+            out, {LOG_FILE: 1, SAMPLES_FILE: 0}, resume=cfg.resume, config=run_config, overwrite=cfg.overwrite
+        )
         started = True
         before, before_sampled = held_out.evaluate("before", model, tokenizer, resume=cfg.resume)
         callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)

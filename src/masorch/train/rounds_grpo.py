@@ -373,7 +373,7 @@ def train_rounds(
     if policy is None:
         check_model_source(cfg.model)
     run_config = cfg.model_dump(mode="json")
-    check_resume_config(out, run_config, resume=cfg.resume)
+    check_resume_config(out, run_config, resume=cfg.resume, overwrite=cfg.overwrite)
     agents = agents or rounds_agents(cfg)
     questions = rounds_questions(cfg, agents)
     created = make_output_dir(out)  # after the model and data checks: those leave nothing behind
@@ -393,7 +393,11 @@ def train_rounds(
         grammar = rollout_grammar(cfg, setting)
         # the run's files change only now, with the config, the data and the policy known good
         sitting = begin_sitting(
-            out, {LOG_FILE: 1, TRAJECTORIES_FILE: 0}, resume=cfg.resume, config=run_config
+            out,
+            {LOG_FILE: 1, TRAJECTORIES_FILE: 0},
+            resume=cfg.resume,
+            config=run_config,
+            overwrite=cfg.overwrite,
         )
     except BaseException:
         discard_output_dir(out, created)

@@ -97,7 +97,7 @@ def train_sft(
         check_model_source(cfg.model)
     check_output_dir(out)
     run_config = cfg.model_dump(mode="json")
-    check_resume_config(out, run_config, resume=cfg.resume)
+    check_resume_config(out, run_config, resume=cfg.resume, overwrite=cfg.overwrite)
     records = list(read_records(cfg.data_path))
     if not records:
         raise UsageError(
@@ -124,7 +124,7 @@ def train_sft(
     )
     # the run's log changes only now, with the config, the data and the policy known good
     out.mkdir(parents=True, exist_ok=True)
-    sitting = begin_sitting(out, {LOG_FILE: 1}, resume=cfg.resume, config=run_config)
+    sitting = begin_sitting(out, {LOG_FILE: 1}, resume=cfg.resume, config=run_config, overwrite=cfg.overwrite)
     callback = log_callback(out / LOG_FILE, on_log, cfg.max_train_s)
     trainer = SFTTrainer(
         model=model,

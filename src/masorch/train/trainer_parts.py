@@ -225,6 +225,8 @@ SITTING_FIELDS = frozenset(
         "max_steps",
         "epochs",
         "resume",
+        "overwrite",
+        "output_dir",
         "eval_limit",
         "eval_sampled",
         "concurrency",
@@ -236,13 +238,37 @@ SITTING_FIELDS = frozenset(
 )
 
 
-def check_resume_config(out: Path, config: Mapping[str, Any], *, resume: bool) -> None:
-    """With ``resume``, a UsageError where ``out`` holds a run whose recorded config differs from
-    ``config`` in a field other than :data:`SITTING_FIELDS`: its checkpoint would continue another
-    run. A field one of the two lacks (added to masorch since) is not compared; a directory without
-    the record (a new one, or a run begun before it existed) passes. Call it before loading a model."""
+def held_run(out: Path) -> list[str]:
+    """What of a training run ``out`` holds: its config record, ``checkpoint-*`` and ``final``."""
+    if not out.is_dir():
+        return []
+    names = [RUN_CONFIG_FILE, *sorted(p.name for p in out.glob("checkpoint-*") if p.is_dir()), "final"]
+    return [name for name in names if (out / name).exists()]
+
+
+def check_resume_config(
+    out: Path, config: Mapping[str, Any], *, resume: bool, overwrite: bool = False
+) -> None:
+    """Refuse (UsageError) a sitting that would continue or destroy another run in ``out``.
+
+    Without ``resume`` or ``overwrite``, a directory that holds a run (:func:`held_run`) is refused:
+    starting over deletes its checkpoints. With ``resume``, a run whose recorded config differs from
+    ``config`` in a field other than :data:`SITTING_FIELDS` is refused: its checkpoint would continue
+    another run. A field one of the two lacks (added to masorch since) is not compared; a directory
+    without the record (a new one, or a run begun before it existed) passes. Call it before loading
+    a model."""
+    if not resume:
+        held = held_run(out)
+        if held and not overwrite:
+            shown = ", ".join(held[:4]) + (f" and {len(held) - 4} more" if len(held) > 4 else "")
+            raise UsageError(
+                f"output_dir {out} holds a training run ({shown})",
+                hint="continue it with resume: true, start it over with overwrite: true (deletes its "
+                "checkpoints, log and sampled plans), or choose another output_dir",
+            )
+        return
     path = out / RUN_CONFIG_FILE
-    if not resume or not path.is_file():
+    if not path.is_file():
         return
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
@@ -261,25 +287,31 @@ def check_resume_config(out: Path, config: Mapping[str, Any], *, resume: bool) -
         raise UsageError(
             f"output_dir {out} holds a run of another config: {shown}"
             + (f" and {len(differ) - 3} more" if len(differ) > 3 else ""),
-            hint="resume it with its own config, start it over with resume: false, or choose another "
-            "output_dir",
+            hint="resume it with its own config, start it over with resume: false and overwrite: true "
+            "(deletes its checkpoints), or choose another output_dir",
         )
 
 
 def begin_sitting(
-    out: Path, step_files: Mapping[str, int], *, resume: bool, config: Mapping[str, Any]
+    out: Path,
+    step_files: Mapping[str, int],
+    *,
+    resume: bool,
+    config: Mapping[str, Any],
+    overwrite: bool = False,
 ) -> Sitting:
     """Prepare ``out`` for a run of ``config`` (a config's JSON dump): fresh, or continuing from its
     newest ``checkpoint-N``.
 
     ``step_files`` maps the run's JSONL files to the offset of their ``step`` field: a line is kept
     on resume when ``step < N + offset`` (the trainer's log counts finished steps, offset 1; the
-    sampled plans the step they were sampled in, offset 0). A fresh run deletes them all, and the
-    checkpoints of the run it replaces (a later resume would otherwise continue that run from
-    them); a resume that finds no checkpoint deletes the lines (they belong to no saved step).
+    sampled plans the step they were sampled in, offset 0). A fresh run (in a directory holding a
+    run only with ``overwrite``) deletes them all, and the checkpoints of the run it replaces (a
+    later resume would otherwise continue that run from them); a resume that finds no checkpoint
+    deletes the lines (they belong to no saved step).
     ``config`` is recorded in :data:`RUN_CONFIG_FILE` for :func:`check_resume_config`.
     """
-    check_resume_config(out, config, resume=resume)
+    check_resume_config(out, config, resume=resume, overwrite=overwrite)
     step, checkpoint = 0, None
     found = sorted(
         (int(p.name.removeprefix("checkpoint-")), p)
