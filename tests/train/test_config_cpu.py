@@ -164,6 +164,12 @@ def test_a_dataset_source_keeps_the_items_its_where_names(monkeypatch) -> None:
     source = SourceConfig(kind="dataset", name="hotpotqa", where={"type": "bridge"}, skip=1, limit=1)
     rows = build_rows([source], dom="low", dialect="calls", catalogue=builtin_catalogue())
     assert [r["id"] for r in rows] == ["q2"]  # bridge items q0, q2, q4: skip one, keep one
+    # a misspelled `where` value gives no rows: refused, naming the source, not trained on less data
+    misspelled = SourceConfig(kind="dataset", name="hotpotqa", where={"type": "bridg"})
+    with pytest.raises(
+        UsageError, match=r"prompt source 2 \(dataset hotpotqa, where .*bridg.*\) gives no rows"
+    ):
+        build_rows([source, misspelled], dom="low", dialect="calls", catalogue=builtin_catalogue())
     with pytest.raises(UsageError, match="where"):
         build_rows(
             [SourceConfig(kind="masbench_gen", where={"type": "bridge"})],
@@ -344,3 +350,26 @@ def test_a_config_path_that_is_no_file_is_named_as_such(tmp_path: Path) -> None:
         load_config(tmp_path / "absent.yaml")
     with pytest.raises(UsageError, match="/dev/null is not a regular file"):
         load_config("/dev/null")
+
+
+def test_held_out_questions_that_are_also_training_questions_are_refused(tmp_path: Path) -> None:
+    from masorch.train.grpo import prompt_rows, train_agents
+
+    # Two generated sets that differ only in size share their first tasks; the config alone
+    # cannot tell (it compares sources spelled alike).
+    cfg = load_config(
+        write(
+            tmp_path,
+            "train: [{kind: masbench_gen, values: '2', count: 6}]\n"
+            "eval: [{kind: masbench_gen, values: '2', count: 3}]\neval_limit: 3\n",
+        )
+    )
+    with pytest.raises(UsageError, match=r"3 of the 3 held-out questions are also training questions"):
+        prompt_rows(cfg, train_agents(cfg, None))
+    allowed = cfg.model_copy(update={"eval_overlaps_train": True})
+    train, held = prompt_rows(allowed, train_agents(allowed, None))
+    assert (len(train), len(held)) == (6, 3)
+    disjoint = cfg.model_copy(
+        update={"eval": [SourceConfig(kind="masbench_gen", values="2", count=3, seed=1)]}
+    )
+    assert len(prompt_rows(disjoint, train_agents(disjoint, None))[1]) == 3

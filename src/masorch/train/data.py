@@ -76,7 +76,7 @@ def build_rows(
         dom=DoM(dom), dialect=dialect, budget=budget or Budget(), prompt_examples=prompt_examples
     )
     rows: list[Row] = []
-    for source in sources:
+    for index, source in enumerate(sources):
         n = 0
         items = itertools.islice(_questions(source), source.skip, None)
         for rid, question, truth, scorer, data_source in items:
@@ -96,6 +96,18 @@ def build_rows(
             )
             n += 1
         logger.info("prompt source %s: %d rows", source.kind, n)
-    if not rows:
-        raise UsageError("the prompt sources gave no rows", hint="check the paths, names and limits")
+        if n == 0:  # a misspelled `where` value or a skip past the end would silently shrink the data
+            raise UsageError(
+                f"prompt source {index + 1} ({_describe(source)}) gives no rows",
+                hint="check its path or name, its `where` values and its skip and limit",
+            )
     return rows
+
+
+def _describe(source: SourceConfig) -> str:
+    """A source in a few words, for an error message."""
+    what = {"dataset": source.name, "masbench": source.path, "masbench_gen": source.axis}.get(source.kind)
+    fields = [f"{source.kind} {what}" if what else source.kind]
+    fields += [f"skip {source.skip}"] if source.skip else []
+    fields += [f"where {source.where}"] if source.where else []
+    return ", ".join(fields)

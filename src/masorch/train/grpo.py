@@ -118,14 +118,30 @@ def prompt_rows(cfg: TrainConfig, agents: AgentRegistry) -> tuple[list[Row], lis
     if cfg.eval_limit <= 0:
         return train, []
     if cfg.eval:
-        held = rows(cfg.eval)
-        return train, held[: cfg.eval_limit]
+        held = rows(cfg.eval)[: cfg.eval_limit]
+        if not cfg.eval_overlaps_train:
+            _refuse_shared_questions(train, held)
+        return train, held
     if len(train) <= cfg.eval_limit:
         raise UsageError(
             f"{len(train)} train rows cannot spare {cfg.eval_limit} held-out rows",
             hint="add eval sources, lower eval_limit, or raise the train limit",
         )
     return train[: -cfg.eval_limit], train[-cfg.eval_limit :]
+
+
+def _refuse_shared_questions(train: list[Row], held: list[Row]) -> None:
+    """A UsageError where a held-out question is also a training question (the config's own check
+    sees only sources spelled alike: two generated sets that share tasks, one file by two paths)."""
+    seen = {row["question"] for row in train}
+    shared = [row for row in held if row["question"] in seen]
+    if shared:
+        raise UsageError(
+            f"{len(shared)} of the {len(held)} held-out questions are also training questions "
+            f"(first: {shared[0]['id']}, {str(shared[0]['question'])[:80]!r})",
+            hint="make the eval sources disjoint from the train sources (skip and limit, another split, "
+            "seed or file), or set eval_overlaps_train: true to evaluate on training items on purpose",
+        )
 
 
 def search_corpus(sources: Iterable[SourceConfig]) -> Path | None:
