@@ -258,6 +258,9 @@ def test_a_failed_start_leaves_nothing_that_blocks_the_corrected_rerun(tmp_path:
     with pytest.raises(UsageError, match="no model scripted:"):
         collect(cfg, spec=env_spec(cfg, backend_factory=gone))
     assert not (tmp_path / "out" / ATTEMPTS_FILE).exists()
+    (tmp_path / "a_file").write_text("kept")
+    with pytest.raises(UsageError, match=r"output_dir .*a_file is a file, not a directory"):
+        run_collect(config(tmp_path, output_dir=str(tmp_path / "a_file")))
     report, _ = run_collect(config(tmp_path))  # settings that shaped no attempt do not bind the rerun
     assert report.summary["attempts"] > 0
     with pytest.raises(UsageError, match="other teacher"):  # once there are attempts, they do
@@ -431,6 +434,16 @@ def test_config_errors(tmp_path: Path) -> None:
     p.write_text("teacher: openai:gpt-4o-mini\ndata: [{spec: math500}]\nsystem_fields: {max_round: 3}\n")
     with pytest.raises(UsageError, match="max_round"):
         load_collect_config(p)
+    # a system field the config sets itself would be dropped (temperature) or win silently (model)
+    p.write_text("teacher: openai:gpt-4o-mini\ndata: [{spec: math500}]\nsystem_fields: {temperature: 0.1}\n")
+    with pytest.raises(
+        UsageError, match="system_fields sets temperature, which the collect config sets itself"
+    ):
+        load_collect_config(p)
+    with pytest.raises(UsageError, match=r"use subagent: instead"):
+        config(tmp_path, system_fields={"model": "openai:gpt-4o"})
+    with pytest.raises(UsageError, match="output_dir"):
+        config(tmp_path, output_dir="")
     names = [name for name, _, _ in describe_collect()]
     assert "max_tool_share" in names and "data[]: spec" in names
 

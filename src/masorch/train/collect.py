@@ -43,6 +43,7 @@ from masorch.score.scorer import Score
 from masorch.train.collect_config import CollectConfig
 from masorch.train.collect_output import summarize, write_dataset, write_parquet
 from masorch.train.collect_select import best_possible, protocol_errors, recovered, select
+from masorch.train.trainer_parts import check_output_dir
 
 logger = logging.getLogger(__name__)
 
@@ -276,6 +277,7 @@ def collect(
             "the collect config's data holds no questions",
             hint="check its data entries' files, and that limit/sample are not 0",
         )
+    check_output_dir(out)
     out.mkdir(parents=True, exist_ok=True)
     log = AttemptLog(out / ATTEMPTS_FILE)
     _repair_tail(log.path)

@@ -42,6 +42,15 @@ class DataConfig(ConfigModel):
     )
 
 
+#: System fields a collect config sets from its own fields (system field: config field).
+_OWN_SYSTEM_FIELDS = {
+    "model": "subagent",
+    "orchestrator": "teacher",
+    "temperature": "temperature",
+    "seed": "seed",
+}
+
+
 class CollectConfig(ConfigModel):
     """Everything ``masorch train collect`` needs."""
 
@@ -102,7 +111,7 @@ class CollectConfig(ConfigModel):
     )
     concurrency: int = Field(default=4, description="questions sampled at once")
     output_dir: str = Field(
-        default="runs/collect", description="where attempts, the dataset and the summary go"
+        default="runs/collect", min_length=1, description="where attempts, the dataset and the summary go"
     )
 
     @model_validator(mode="after")
@@ -122,6 +131,12 @@ class CollectConfig(ConfigModel):
             )
         if self.concurrency < 1:
             raise UsageError("concurrency must be >= 1", hint="concurrency: 4")
+        owned = sorted(self.system_fields.keys() & _OWN_SYSTEM_FIELDS.keys())
+        if owned:  # one of the two values would be dropped without a word
+            raise UsageError(
+                f"system_fields sets {', '.join(owned)}, which the collect config sets itself",
+                hint="use " + ", ".join(f"{_OWN_SYSTEM_FIELDS[k]}:" for k in owned) + " instead",
+            )
         self._faults()  # checks the fault fields
         return self
 
