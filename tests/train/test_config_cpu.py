@@ -91,6 +91,13 @@ def test_a_dotted_override_through_a_scalar_names_the_key(tmp_path: Path) -> Non
         ("train: [{kind: masbench_gen}]\neval: [{kind: masbench_gen}]\n", "overlaps"),
         ("train: [{kind: masbench_gen}]\ntrl: {output_dir: elsewhere}\n", "trl.output_dir"),
         ("train: [{kind: masbench_gen}]\ntrl: {per_device_train_batch_size: 0}\n", "`batch_size`"),
+        # a field another kind of source reads was ignored without a word
+        (
+            "train: [{kind: dataset, name: math500-subset, count: 10, path: x.jsonl}]\n",
+            r"config.train\[0\]: a dataset source does not read count, path",
+        ),
+        ("train: [{kind: masbench_gen, name: aime24}]\n", "a masbench_gen source does not read name"),
+        ("train: [{kind: dataset, name: aime24, seed: 7}]\n", "a dataset source does not read seed"),
     ],
 )
 def test_bad_configs_name_the_problem(tmp_path: Path, text: str, match: str) -> None:

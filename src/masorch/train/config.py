@@ -100,6 +100,16 @@ def check_trl(trl: Mapping[str, Any], owned: Mapping[str, str]) -> None:
             )
 
 
+#: The fields each kind of prompt source reads.
+_SOURCE_FIELDS: dict[str, frozenset[str]] = {
+    "masbench": frozenset({"kind", "path", "skip", "limit", "scorer"}),
+    "masbench_gen": frozenset(
+        {"kind", "axis", "values", "count", "split", "seed", "skip", "limit", "scorer"}
+    ),
+    "dataset": frozenset({"kind", "name", "where", "skip", "limit", "scorer"}),
+}
+
+
 class SourceConfig(ConfigModel):
     """One source of prompts: a MASBench file, generated MASBench tasks, or an eval dataset."""
 
@@ -123,7 +133,7 @@ class SourceConfig(ConfigModel):
     split: Literal["train", "test"] = Field(
         default="train", description="masbench_gen: train or test (template-disjoint)"
     )
-    seed: int = Field(default=0, description="masbench_gen: generator seed; dataset: sampling seed")
+    seed: int = Field(default=0, description="masbench_gen: generator seed")
     where: dict[str, str] = Field(
         default_factory=dict,
         description="dataset: keep the items whose fields have these values (HotpotQA: {type: bridge})",
@@ -135,6 +145,17 @@ class SourceConfig(ConfigModel):
     scorer: str | None = Field(
         default=None, description="grading of the executed answer (default: masbench, or the dataset's)"
     )
+
+    @model_validator(mode="after")
+    def _fields_of_its_kind(self) -> SourceConfig:
+        """A field another kind of source reads is refused: it would be ignored without a word."""
+        foreign = sorted(self.model_fields_set - _SOURCE_FIELDS[self.kind])
+        if foreign:  # a ValueError, so the error names the source (config.train[0])
+            raise ValueError(
+                f"a {self.kind} source does not read {', '.join(foreign)}; it takes "
+                f"{', '.join(sorted(_SOURCE_FIELDS[self.kind]))}"
+            )
+        return self
 
     @field_validator("scorer")
     @classmethod
