@@ -85,7 +85,8 @@ class ConfigModel(BaseModel):
         if not p.is_file():
             problem = f"{p} is not a regular file" if p.exists() else f"no such config file: {p}"
             raise UsageError(problem, hint="give the path of a YAML file")
-        data = load_yaml_file(p, what=cls.what) or {}
+        data = load_yaml_file(p, what=cls.what)
+        data = {} if data is None else data  # an empty file: every default
         if not isinstance(data, dict):
             raise UsageError(f"{p} must hold a YAML mapping", hint="write key: value lines")
         for key, value in (overrides or {}).items():
@@ -101,6 +102,10 @@ def _set_path(data: dict[Any, Any], key: str, value: Any) -> None:
     {'rewards': {'w': 1, 'theta_tool': 2}}
     """
     *parents, last = key.split(".")
+    if not all(parents) or not last:
+        raise UsageError(
+            f"cannot set {key!r}: a dotted key has an empty part", hint="e.g. rewards.theta_tool=2"
+        )
     where = data
     for i, part in enumerate(parents):
         child = where.setdefault(part, {})

@@ -24,6 +24,20 @@ def test_bad_override_is_a_usage_error(tmp_path: Path, capsys):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("train: [{kind: masbench_gen, count: 2}]\n")
     assert main(["train", "grpo", "--config", str(cfg), "--set", "max_steps"]) == 2
+    capsys.readouterr()
+    twice = ["--set", "max_steps=5", "--set", "max_steps=6"]
+    assert main(["train", "grpo", "--config", str(cfg), *twice]) == 2
+    assert "--set max_steps is given twice" in capsys.readouterr().err
+    assert main(["train", "grpo", "--config", str(cfg), "--set", ".max_steps=3"]) == 2
+    assert "a dotted key has an empty part" in capsys.readouterr().err
+
+
+def test_a_config_file_that_is_not_a_mapping_says_so(tmp_path: Path, capsys):
+    cfg = tmp_path / "c.yaml"
+    for text in ("[]\n", "0\n", "false\n"):
+        cfg.write_text(text)
+        assert main(["train", "grpo", "--config", str(cfg)]) == 2
+        assert "must hold a YAML mapping" in capsys.readouterr().err
 
 
 def test_data_writes_verl_parquet(tmp_path: Path, capsys):

@@ -29,8 +29,10 @@ def _overrides(items: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise UsageError(f"--set {item!r} is not KEY=VALUE", hint="e.g. --set max_steps=5")
+        if key.strip() in out:  # as a key repeated in the YAML file is
+            raise UsageError(f"--set {key.strip()[:40]} is given twice", hint="give each key once")
         out[key.strip()] = load_yaml(value, what=f"--set {key.strip()[:40]} value")
     return out
 
