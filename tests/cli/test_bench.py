@@ -42,3 +42,21 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     assert main(["bench", "make", "-o", str(tmp_path / "x.csv"), "-q"]) == 2
     assert main(["bench", "check", str(tmp_path / "missing.jsonl")]) == 2
     assert "hint" in capsys.readouterr().err
+
+
+def test_check_fails_a_parquet_row_whose_training_columns_differ_from_its_record(tmp_path, capsys):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "d.parquet"
+    assert main(["bench", "make", "--axis", "depth", "--values", "2", "--n", "2", "-o", str(out), "-q"]) == 0
+    rows = pq.read_table(out).to_pylist()
+    rows[1]["prompt"][0]["content"] += " (edited)"
+    rows[1]["reward_model"]["ground_truth"] = "0"
+    rows[1]["value"] = 9
+    pq.write_table(pa.Table.from_pylist(rows, schema=pq.read_schema(out)), out)
+    capsys.readouterr()
+    assert main(["bench", "check", str(out)]) == 1
+    text = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
+    assert "row 1: prompt, reward_model.ground_truth, value differ from the row's record" in text
+    assert "row 0" not in text

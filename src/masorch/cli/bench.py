@@ -16,6 +16,7 @@ from rich.table import Table
 
 from masorch.errors import RunError, UsageError
 
+A = TypeVar("A")
 T = TypeVar("T")
 
 bench_app = typer.Typer(help="Make, check and describe MASBench tasks.", no_args_is_help=True)
@@ -138,10 +139,16 @@ def _axis_parts(
     return [(output, jobs_for(axis, [(v, n) for v in parse_values(values)], split, seed))]
 
 
-def _read_all(paths: list[Path]) -> list[dict[str, Any]]:
-    from masorch.masbench.export import data_files, read_records
+def _files(paths: list[Path]) -> list[Path]:
+    from masorch.masbench.export import data_files
 
-    records = [rec for path in paths for f in data_files(path) for rec in read_records(f)]
+    return [f for path in paths for f in data_files(path)]
+
+
+def _read_all(paths: list[Path]) -> list[dict[str, Any]]:
+    from masorch.masbench.export import read_records
+
+    records = [rec for f in _files(paths) for rec in read_records(f)]
     if not records:
         raise UsageError(
             f"no instances in {', '.join(map(str, paths))[:200]}", hint="make some with `masorch bench make`"
@@ -149,10 +156,17 @@ def _read_all(paths: list[Path]) -> list[dict[str, Any]]:
     return records
 
 
-def _measure(fn: Callable[[list[dict[str, Any]]], T], records: list[dict[str, Any]]) -> T:
-    """``fn(records)``; a record missing a nested field or of the wrong shape is a UsageError."""
+def _row_problems(files: list[Path]) -> list[str]:
+    """Parquet rows whose training columns (prompt, ground truth, axis, value) differ from their record."""
+    from masorch.masbench.export import row_disagreements
+
+    return [line for f in files for line in row_disagreements(f)]
+
+
+def _measure(fn: Callable[[A], T], arg: A) -> T:
+    """``fn(arg)``; a record missing a nested field or of the wrong shape is a UsageError."""
     try:
-        return fn(records)
+        return fn(arg)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # The readers check the top-level fields; deeper ones are only read here.
         raise UsageError(
@@ -167,11 +181,12 @@ def check(
         list[Path], typer.Argument(help="Instance files or directories (train and test together).")
     ],
 ) -> None:
-    """Re-solve every instance from its text, re-measure its axes (declared and effective), check splits."""
+    """Re-solve every instance from its text, re-measure its axes, check splits and parquet rows' columns."""
     from masorch.masbench.check import check_records
 
     console = Console()
     report = _measure(check_records, _read_all(paths))
+    report.problems += _measure(_row_problems, _files(paths))
     splits = ", ".join(f"{k}: {v}" for k, v in sorted(report.by_split.items()))
     console.print(f"checked {report.n} instances ({splits})", highlight=False)
     for line in report.problems[:50]:
