@@ -60,3 +60,37 @@ def test_check_fails_a_parquet_row_whose_training_columns_differ_from_its_record
     text = " ".join(capsys.readouterr().out.split())  # the console wraps long lines
     assert "row 1: prompt, reward_model.ground_truth, value differ from the row's record" in text
     assert "row 0" not in text
+
+
+def _one_instance(tmp_path, capsys, **changes):
+    out = tmp_path / "one.jsonl"
+    assert main(["bench", "make", "--values", "2", "--n", "1", "-o", str(out), "-q"]) == 0
+    rec = json.loads(out.read_text())
+    assert (rec["axis"], rec["split"]) == ("depth", "train")  # the documented defaults
+    rec.update(changes)
+    capsys.readouterr()
+    return rec
+
+
+def test_record_text_and_paths_are_printed_as_text_not_markup(tmp_path, capsys):
+    rec = _one_instance(tmp_path, capsys, id="x[/bold]")
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text((json.dumps(rec) + "\n") * 2)
+    assert main(["bench", "check", str(twice)]) == 1
+    out = capsys.readouterr().out
+    assert "x[/bold]: the id occurs twice" in out
+    axis = tmp_path / "axis.jsonl"
+    axis.write_text(json.dumps({**rec, "axis": "depth[/x]", "split": "[red]dev"}) + "\n")
+    assert main(["bench", "stats", str(axis)]) == 0
+    out = capsys.readouterr().out
+    assert "depth[/x]" in out and "[red]dev" in out
+    odd = tmp_path / "data[v2]" / "x.jsonl"
+    assert main(["bench", "make", "--values", "2", "--n", "1", "-o", str(odd)]) == 0
+    err = capsys.readouterr().err
+    assert f"wrote 1 instances to {odd}" in " ".join(err.split()) and "generating x.jsonl" in err
+
+
+def test_the_progress_bar_ends_at_its_total(tmp_path, capsys):
+    out = tmp_path / "p.jsonl"
+    assert main(["bench", "make", "--values", "2-3", "--n", "2", "-o", str(out)]) == 0
+    assert "4/4" in capsys.readouterr().err

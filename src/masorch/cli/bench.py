@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from masorch.errors import RunError, UsageError
 
@@ -29,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
 def _progress(console: Console) -> Progress:
     return Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),  # file names are not markup
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -92,7 +93,7 @@ def make(
             for path, jobs in parts:
                 bar.update(task, description=f"generating {path.name}")
                 written = write_records(path, itertools.islice(stream, len(jobs)))
-                console.print(f"wrote {written} instances to {path}", highlight=False)
+                console.print(Text(f"wrote {written} instances to {path}"))
         finally:
             stream.close()
     if paper:
@@ -188,9 +189,9 @@ def check(
     report = _measure(check_records, _read_all(paths))
     report.problems += _measure(_row_problems, _files(paths))
     splits = ", ".join(f"{k}: {v}" for k, v in sorted(report.by_split.items()))
-    console.print(f"checked {report.n} instances ({splits})", highlight=False)
+    console.print(Text(f"checked {report.n} instances ({splits})"))
     for line in report.problems[:50]:
-        console.print(f"[red]FAIL[/] {line}", highlight=False)
+        console.print(Text.assemble(("FAIL", "red"), " ", line))
     if len(report.problems) > 50:
         console.print(f"... and {len(report.problems) - 50} more", highlight=False)
     if not report.ok:
@@ -222,7 +223,7 @@ def stats_cmd(
     for col in ("axis", "split", "value", "n"):
         table.add_column(col, justify="right" if col in ("value", "n") else "left")
     for row in st["counts"]:
-        table.add_row(row["axis"], row["split"], str(row["value"]), str(row["n"]))
+        table.add_row(*(Text(str(row[k])) for k in ("axis", "split", "value", "n")))
     console.print(table)
     hist = "  ".join(f"{k}:{c}" for k, c in enumerate(st["answer_histogram"]))
     console.print(f"answers (chi2 vs uniform, 22 dof: {st['answer_chi2']:.1f}): {hist}", highlight=False)
@@ -231,7 +232,7 @@ def stats_cmd(
     ranges.add_column("min", justify="right")
     ranges.add_column("max", justify="right")
     for axis, (lo, hi) in st["measured_ranges"].items():
-        ranges.add_row(axis, str(lo), str(hi))
+        ranges.add_row(Text(axis), str(lo), str(hi))
     console.print(ranges)
     q = st["question_chars"]
     console.print(
