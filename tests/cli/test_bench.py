@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from masorch.cli.main import main
 
 
@@ -88,6 +90,17 @@ def test_record_text_and_paths_are_printed_as_text_not_markup(tmp_path, capsys):
     assert main(["bench", "make", "--values", "2", "--n", "1", "-o", str(odd)]) == 0
     err = capsys.readouterr().err
     assert f"wrote 1 instances to {odd}" in " ".join(err.split()) and "generating x.jsonl" in err
+
+
+@pytest.mark.parametrize(
+    "option", [["--axis", "depth"], ["--values", "2-12"], ["--n", "10"], ["--split", "test"]]
+)
+def test_paper_refuses_the_single_file_options_even_at_their_defaults(tmp_path, capsys, option):
+    suite = tmp_path / "suite"
+    assert main(["bench", "make", "--paper", "-o", str(suite), *option, "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"{option[0]} applies to a single file, not to the --paper suite" in err and "hint" in err
+    assert not suite.exists()
 
 
 def test_the_progress_bar_ends_at_its_total(tmp_path, capsys):

@@ -45,10 +45,18 @@ def make(
         Path,
         typer.Option("-o", "--output", help="Output file (.jsonl/.parquet), or a directory with --paper."),
     ],
-    axis: Annotated[str, typer.Option(help="depth, horizon, breadth, parallel or robustness.")] = "depth",
-    values: Annotated[str, typer.Option(help="Axis values: a range and/or list, e.g. 2-4,8.")] = "2-12",
-    n: Annotated[int, typer.Option("--n", min=1, help="Instances per value.")] = 10,
-    split: Annotated[str, typer.Option(help="train or test (template-disjoint).")] = "train",
+    # None: not given (--paper refuses them); the defaults are _SINGLE_DEFAULTS.
+    axis: Annotated[
+        str | None,
+        typer.Option(help="depth, horizon, breadth, parallel or robustness; default depth."),
+    ] = None,
+    values: Annotated[
+        str | None, typer.Option(help="Axis values: a range and/or list, e.g. 2-4,8; default 2-12.")
+    ] = None,
+    n: Annotated[int | None, typer.Option("--n", min=1, help="Instances per value; default 10.")] = None,
+    split: Annotated[
+        str | None, typer.Option(help="train or test (template-disjoint); default train.")
+    ] = None,
     seed: Annotated[
         int,
         typer.Option(min=0, max=2**63 - 1, help="Seed; the same arguments give byte-identical files."),
@@ -70,13 +78,9 @@ def make(
     from masorch.masbench.suite import generate
 
     console = Console(stderr=True, quiet=quiet)
-    if fmt is not None and not paper:
-        raise UsageError(
-            "--format applies to the --paper suite only",
-            hint="a single file's format is its suffix: -o x.jsonl or -o x.parquet",
-        )
+    single = {"--axis": axis, "--values": values, "--n": n, "--split": split}
+    parts = _parts(output, seed, paper, fmt, single)
     fmt = fmt or "parquet"
-    parts = _paper_parts(output, fmt, seed) if paper else _axis_parts(output, axis, values, n, split, seed)
     if paper:  # written last: a suite stopped part way has no manifest that its files contradict
         (output / MANIFEST_FILE).unlink(missing_ok=True)
     total = sum(len(jobs) for _, jobs in parts)
@@ -108,6 +112,33 @@ def make(
     console.print(
         f"{total} instances in {elapsed:.1f} s ({total / max(elapsed, 1e-9):.0f}/s)", highlight=False
     )
+
+
+#: The defaults of the single-file options (None in the signature, so that --paper can tell them given).
+_SINGLE_DEFAULTS: dict[str, Any] = {"--axis": "depth", "--values": "2-12", "--n": 10, "--split": "train"}
+
+
+def _parts(
+    output: Path, seed: int, paper: bool, fmt: str | None, single: dict[str, Any]
+) -> list[tuple[Path, list[Any]]]:
+    """The files to write with their jobs; an option of the other mode (single file or --paper) is refused."""
+    given = [k for k, v in single.items() if v is not None]
+    if paper and given:
+        raise UsageError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a single file, "
+            "not to the --paper suite",
+            hint="the paper suite's axes, values, counts and splits are fixed: leave "
+            f"{'it' if len(given) == 1 else 'them'} out, or drop --paper to make one file",
+        )
+    if fmt is not None and not paper:
+        raise UsageError(
+            "--format applies to the --paper suite only",
+            hint="a single file's format is its suffix: -o x.jsonl or -o x.parquet",
+        )
+    if paper:
+        return _paper_parts(output, fmt or "parquet", seed)
+    axis, values, n, split = (_SINGLE_DEFAULTS[k] if v is None else v for k, v in single.items())
+    return _axis_parts(output, axis, values, n, split, seed)
 
 
 #: The file that describes a --paper suite (seed, format, files), written once every file is.
