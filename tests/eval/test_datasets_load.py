@@ -176,3 +176,25 @@ def test_hub_rows_are_converted_to_the_official_layout(monkeypatch):
     assert sample.meta["supporting_facts"] == [["Alpha", 0], ["Beta", 0]]
     assert [s.answer for s in load("aime24", source="hub")] == ["12", "24"]
     assert calls[-1][0] == "json" and calls[-1][3].endswith("/mmath/en.json")
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"context": 5}, "context is not a list"),
+        ({"context": [["Alpha Town", "one sentence, not a list"]]}, "context is not a list"),
+        ({"context": [["Alpha Town"]]}, "context is not a list"),
+        ({"context": [[3, ["a title must be text"]]]}, "context is not a list"),
+        ({"supporting_facts": 7}, "supporting_facts is not a list"),
+        ({"supporting_facts": [["Alpha Town"]]}, "supporting_facts is not a list"),
+    ],
+)
+def test_hotpotqa_parser_checks_the_shapes_of_context_and_facts(changes, problem):
+    records = _records("hotpotqa.json")
+    records[1] = {**records[1], **changes}
+    with pytest.raises(UsageError, match=f"HotpotQA record 1: {problem}") as info:
+        parse_hotpotqa(records)
+    assert info.value.code == "data_format" and "pull again with --force" in info.value.hint
+    if "context" in changes:
+        with pytest.raises(UsageError, match=f"HotpotQA record 1: {problem}"):
+            list(iter_corpus(records))

@@ -112,3 +112,39 @@ def test_no_answer_is_independent_of_the_stated_constants():
     assert copy_diff.degenerate()  # c = a - a + 5 = 5 whatever a is
     ok = build_problem(derive_rng(2), world, [Q("inst", p, ch) for p, ch in world.edges], Spec(depth=2))
     assert not ok.degenerate()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        # Each took minutes with a regex search that rescans the rest of the text from every start.
+        ("Question: How many " + "x does " * 100_000, "no question"),
+        ("The number of each a " * 50_000 + "\nQuestion: How many Bay does Ash have?", "never stated"),
+        ("The number of each Ash's Bay" + " equals 1" * 100_000, "no question"),
+    ],
+)
+def test_a_long_hostile_text_is_read_in_linear_time(text, problem):
+    with pytest.raises(EvaluationError, match=problem):
+        solve_text(text, WORLDS)
+
+
+def test_a_long_question_is_read_as_the_greedy_pattern_read_it():
+    text = "The number of each Ash's Bay equals 4.\nQuestion: How many Bay does Ash have?"
+    assert solve_text(text, WORLDS).answers == [4]
+    # The quantity is everything up to the last " does ": here not a category Ash holds.
+    long = "Question: How many " + "x does " * 50_000 + "Ash have?"
+    with pytest.raises(EvaluationError, match=r"'Ash' cannot hold 'x does x does .*\.\.\.'$"):
+        solve_text(long, WORLDS)
+
+
+def test_a_chain_of_thousands_of_definitions_is_solved_without_recursion():
+    n = 5_000  # past Python's recursion limit
+    names = [f"Q{i}" for i in range(n + 1)]
+    worlds = [{"levels": [{"category": "Cats", "items": ["Aa"]}, {"category": "Dogs", "items": names}]}]
+    chain = [f"The number of each Aa's {names[i]} equals each Aa's {names[i + 1]}." for i in range(n)]
+    text = (
+        " ".join(chain)
+        + f" The number of each Aa's {names[n]} equals 3.\nQuestion: How many Q0 does Aa have?"
+    )
+    got = solve_text(text, worlds)
+    assert got.answers == [3] and got.measured["depth"] == n + 1

@@ -127,3 +127,13 @@ def test_jsonl_files_of_different_axes_load_as_one_dataset(tmp_path):
     rob = [r for r in ds if r["axis"] == "robustness"]
     assert rob[0]["subtasks"][0]["needle"]["number"] > 10**6 and rob[0]["decoys"][0] is not None
     assert ds[0]["controls"]["depth"] == [2, 2]
+
+
+def test_progress_counts_every_instance_a_consumer_takes():
+    import itertools
+
+    jobs = jobs_for("depth", [(2, 3)], "train", 0)
+    made: list[int] = []
+    stream = generate(jobs, progress=made.append)
+    assert len(list(itertools.islice(stream, len(jobs)))) == 3  # islice stops without resuming the stream
+    assert sum(made) == 3

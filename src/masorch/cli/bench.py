@@ -13,9 +13,11 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from masorch.errors import RunError, UsageError
 
+A = TypeVar("A")
 T = TypeVar("T")
 
 bench_app = typer.Typer(help="Make, check and describe MASBench tasks.", no_args_is_help=True)
@@ -28,7 +30,7 @@ def register(app: typer.Typer) -> None:
 
 def _progress(console: Console) -> Progress:
     return Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),  # file names are not markup
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
@@ -43,10 +45,18 @@ def make(
         Path,
         typer.Option("-o", "--output", help="Output file (.jsonl/.parquet), or a directory with --paper."),
     ],
-    axis: Annotated[str, typer.Option(help="depth, horizon, breadth, parallel or robustness.")] = "depth",
-    values: Annotated[str, typer.Option(help="Axis values: a range and/or list, e.g. 2-4,8.")] = "2-12",
-    n: Annotated[int, typer.Option("--n", min=1, help="Instances per value.")] = 10,
-    split: Annotated[str, typer.Option(help="train or test (template-disjoint).")] = "train",
+    # None: not given (--paper refuses them); the defaults are _SINGLE_DEFAULTS.
+    axis: Annotated[
+        str | None,
+        typer.Option(help="depth, horizon, breadth, parallel or robustness; default depth."),
+    ] = None,
+    values: Annotated[
+        str | None, typer.Option(help="Axis values: a range and/or list, e.g. 2-4,8; default 2-12.")
+    ] = None,
+    n: Annotated[int | None, typer.Option("--n", min=1, help="Instances per value; default 10.")] = None,
+    split: Annotated[
+        str | None, typer.Option(help="train or test (template-disjoint); default train.")
+    ] = None,
     seed: Annotated[
         int,
         typer.Option(min=0, max=2**63 - 1, help="Seed; the same arguments give byte-identical files."),
@@ -68,13 +78,9 @@ def make(
     from masorch.masbench.suite import generate
 
     console = Console(stderr=True, quiet=quiet)
-    if fmt is not None and not paper:
-        raise UsageError(
-            "--format applies to the --paper suite only",
-            hint="a single file's format is its suffix: -o x.jsonl or -o x.parquet",
-        )
+    single = {"--axis": axis, "--values": values, "--n": n, "--split": split}
+    parts = _parts(output, seed, paper, fmt, single)
     fmt = fmt or "parquet"
-    parts = _paper_parts(output, fmt, seed) if paper else _axis_parts(output, axis, values, n, split, seed)
     if paper:  # written last: a suite stopped part way has no manifest that its files contradict
         (output / MANIFEST_FILE).unlink(missing_ok=True)
     total = sum(len(jobs) for _, jobs in parts)
@@ -91,7 +97,7 @@ def make(
             for path, jobs in parts:
                 bar.update(task, description=f"generating {path.name}")
                 written = write_records(path, itertools.islice(stream, len(jobs)))
-                console.print(f"wrote {written} instances to {path}", highlight=False)
+                console.print(Text(f"wrote {written} instances to {path}"))
         finally:
             stream.close()
     if paper:
@@ -106,6 +112,33 @@ def make(
     console.print(
         f"{total} instances in {elapsed:.1f} s ({total / max(elapsed, 1e-9):.0f}/s)", highlight=False
     )
+
+
+#: The defaults of the single-file options (None in the signature, so that --paper can tell them given).
+_SINGLE_DEFAULTS: dict[str, Any] = {"--axis": "depth", "--values": "2-12", "--n": 10, "--split": "train"}
+
+
+def _parts(
+    output: Path, seed: int, paper: bool, fmt: str | None, single: dict[str, Any]
+) -> list[tuple[Path, list[Any]]]:
+    """The files to write with their jobs; an option of the other mode (single file or --paper) is refused."""
+    given = [k for k, v in single.items() if v is not None]
+    if paper and given:
+        raise UsageError(
+            f"{', '.join(given)} {'applies' if len(given) == 1 else 'apply'} to a single file, "
+            "not to the --paper suite",
+            hint="the paper suite's axes, values, counts and splits are fixed: leave "
+            f"{'it' if len(given) == 1 else 'them'} out, or drop --paper to make one file",
+        )
+    if fmt is not None and not paper:
+        raise UsageError(
+            "--format applies to the --paper suite only",
+            hint="a single file's format is its suffix: -o x.jsonl or -o x.parquet",
+        )
+    if paper:
+        return _paper_parts(output, fmt or "parquet", seed)
+    axis, values, n, split = (_SINGLE_DEFAULTS[k] if v is None else v for k, v in single.items())
+    return _axis_parts(output, axis, values, n, split, seed)
 
 
 #: The file that describes a --paper suite (seed, format, files), written once every file is.
@@ -138,10 +171,16 @@ def _axis_parts(
     return [(output, jobs_for(axis, [(v, n) for v in parse_values(values)], split, seed))]
 
 
-def _read_all(paths: list[Path]) -> list[dict[str, Any]]:
-    from masorch.masbench.export import data_files, read_records
+def _files(paths: list[Path]) -> list[Path]:
+    from masorch.masbench.export import data_files
 
-    records = [rec for path in paths for f in data_files(path) for rec in read_records(f)]
+    return [f for path in paths for f in data_files(path)]
+
+
+def _read_all(paths: list[Path]) -> list[dict[str, Any]]:
+    from masorch.masbench.export import read_records
+
+    records = [rec for f in _files(paths) for rec in read_records(f)]
     if not records:
         raise UsageError(
             f"no instances in {', '.join(map(str, paths))[:200]}", hint="make some with `masorch bench make`"
@@ -149,10 +188,17 @@ def _read_all(paths: list[Path]) -> list[dict[str, Any]]:
     return records
 
 
-def _measure(fn: Callable[[list[dict[str, Any]]], T], records: list[dict[str, Any]]) -> T:
-    """``fn(records)``; a record missing a nested field or of the wrong shape is a UsageError."""
+def _row_problems(files: list[Path]) -> list[str]:
+    """Parquet rows whose training columns (prompt, ground truth, axis, value) differ from their record."""
+    from masorch.masbench.export import row_disagreements
+
+    return [line for f in files for line in row_disagreements(f)]
+
+
+def _measure(fn: Callable[[A], T], arg: A) -> T:
+    """``fn(arg)``; a record missing a nested field or of the wrong shape is a UsageError."""
     try:
-        return fn(records)
+        return fn(arg)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # The readers check the top-level fields; deeper ones are only read here.
         raise UsageError(
@@ -167,15 +213,16 @@ def check(
         list[Path], typer.Argument(help="Instance files or directories (train and test together).")
     ],
 ) -> None:
-    """Re-solve every instance from its text, re-measure its axes (declared and effective), check splits."""
+    """Re-solve every instance from its text, re-measure its axes, check splits and parquet rows' columns."""
     from masorch.masbench.check import check_records
 
     console = Console()
     report = _measure(check_records, _read_all(paths))
+    report.problems += _measure(_row_problems, _files(paths))
     splits = ", ".join(f"{k}: {v}" for k, v in sorted(report.by_split.items()))
-    console.print(f"checked {report.n} instances ({splits})", highlight=False)
+    console.print(Text(f"checked {report.n} instances ({splits})"))
     for line in report.problems[:50]:
-        console.print(f"[red]FAIL[/] {line}", highlight=False)
+        console.print(Text.assemble(("FAIL", "red"), " ", line))
     if len(report.problems) > 50:
         console.print(f"... and {len(report.problems) - 50} more", highlight=False)
     if not report.ok:
@@ -207,7 +254,7 @@ def stats_cmd(
     for col in ("axis", "split", "value", "n"):
         table.add_column(col, justify="right" if col in ("value", "n") else "left")
     for row in st["counts"]:
-        table.add_row(row["axis"], row["split"], str(row["value"]), str(row["n"]))
+        table.add_row(*(Text(str(row[k])) for k in ("axis", "split", "value", "n")))
     console.print(table)
     hist = "  ".join(f"{k}:{c}" for k, c in enumerate(st["answer_histogram"]))
     console.print(f"answers (chi2 vs uniform, 22 dof: {st['answer_chi2']:.1f}): {hist}", highlight=False)
@@ -216,7 +263,7 @@ def stats_cmd(
     ranges.add_column("min", justify="right")
     ranges.add_column("max", justify="right")
     for axis, (lo, hi) in st["measured_ranges"].items():
-        ranges.add_row(axis, str(lo), str(hi))
+        ranges.add_row(Text(axis), str(lo), str(hi))
     console.print(ranges)
     q = st["question_chars"]
     console.print(

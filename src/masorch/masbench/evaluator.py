@@ -7,14 +7,19 @@ text, computes every answer mod 23 and measures the five axes from what it read.
 from __future__ import annotations
 
 import re
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 _MOD = 23
 _PROBLEM = re.compile(r"^Problem (\d+):$", re.M)
-_SENTENCE = re.compile(r"The number of each ([^.']+)'s ([^.']+?) equals ([^.]+)\.")
+# A definition is "The number of each OWNER's QUANTITY equals RHS." with no period inside. It is read
+# one period-free segment at a time (see _sentence), never by a search over the whole text: a search
+# restarts at every "The number of each" and rescans the rest, quadratic on a long hostile text.
+_LEAD = "The number of each "
+_AFTER_LEAD = re.compile(r"([^']+)'s ([^']+?) equals (.+)", re.S)
 _NEEDLE = re.compile(r"One of the special magic numbers for (\S+) is: (\d+)\.")
-_QUESTION = re.compile(r"^Question: How many (.+) does (.+) have\?$", re.M)
+_QUESTION_HEAD, _QUESTION_TAIL, _DOES = "Question: How many ", " have?", " does "
 _NEEDLE_Q = re.compile(r"^Question: What is the special magic number for (\S+) mentioned", re.M)
 _NOTE = re.compile(r"^Note: ", re.M)
 _ANSWER_REF = re.compile(r"\[answer(\d+)\]")
@@ -69,12 +74,17 @@ def _split_problems(text: str) -> list[str]:
     ]
 
 
+def _short(name: str, limit: int = 60) -> str:
+    """A name cut to ``limit`` characters for an error message (a hostile text's names can be huge)."""
+    return name if len(name) <= limit else name[: limit - 3] + "..."
+
+
 def _ref(text: str) -> tuple[str, str]:
     m = _ANSWER_REF.fullmatch(text)
     if m:
         return ("answer", m.group(1))
     if not text.startswith("each ") or "'s " not in text:
-        raise EvaluationError(f"cannot read the quantity {text!r}")
+        raise EvaluationError(f"cannot read the quantity {_short(text)!r}")
     owner, _, target = text[5:].partition("'s ")
     return (owner, target)
 
@@ -92,43 +102,79 @@ def _rhs(text: str) -> tuple[str, int, str, list[tuple[str, str]]]:
     if text.startswith("the difference of "):
         a, sep, b = text[len("the difference of ") :].partition(" and ")
         if not sep:
-            raise EvaluationError(f"cannot read the difference {text!r}")
+            raise EvaluationError(f"cannot read the difference {_short(text)!r}")
         return (mod, const, "diff", [_ref(a), _ref(b)])
     return (mod, const, "one", [_ref(text)])
 
 
+Key = tuple[str, str]
+# A computation that yields each quantity it needs and is sent back its value (see _Solver.value).
+_Steps = Generator[Key, int, int]
+
+
 class _Solver:
-    def __init__(self, defs: dict[tuple[str, str], str], names: _Names, answers: dict[int, int]) -> None:
+    def __init__(self, defs: dict[Key, str], names: _Names, answers: dict[int, int]) -> None:
         self.defs = {k: _rhs(v) for k, v in defs.items()}
         self.names = names
         self.answers = answers
-        self.values: dict[tuple[str, str], int] = {}
-        self.depths: dict[tuple[str, str], int] = {}
-        self.deps: dict[tuple[str, str], list[tuple[str, str]]] = {}
-        self.partials: dict[tuple[str, str], list[tuple[tuple[str, str], int]]] = {}
-        self.active: set[tuple[str, str]] = set()
+        self.values: dict[Key, int] = {}
+        self.depths: dict[Key, int] = {}
+        self.deps: dict[Key, list[Key]] = {}
+        self.partials: dict[Key, list[tuple[Key, int]]] = {}
+        self.active: set[Key] = set()
+        self.owned: dict[str, list[Key]] = {}
+        for k in self.defs:
+            self.owned.setdefault(k[0], []).append(k)
 
-    def is_total(self, key: tuple[str, str]) -> bool:
+    def is_total(self, key: Key) -> bool:
         return key[1] not in self.names.item_level
 
-    def children(self, owner: str) -> list[tuple[str, str]]:
-        return [k for k in self.defs if k[0] == owner]
+    def children(self, owner: str) -> list[Key]:
+        return self.owned.get(owner, [])
 
-    def value(self, key: tuple[str, str]) -> int:
+    def value(self, key: Key) -> int:
+        """The value of ``key`` mod 23, computing first what it depends on.
+
+        Depth-first like a recursion, but on an explicit stack of computations: a text may chain
+        thousands of definitions, past Python's recursion limit.
+        """
+        known = self._known(key)
+        if known is not None:
+            return known
+        stack = [self._compute(key)]
+        sent: int | None = None
+        while True:
+            try:
+                need = next(stack[-1]) if sent is None else stack[-1].send(sent)
+            except StopIteration as done:
+                stack.pop()
+                if not stack:
+                    return int(done.value)
+                sent = done.value
+                continue
+            sent = self._known(need)
+            if sent is None:
+                stack.append(self._compute(need))
+
+    def _known(self, key: Key) -> int | None:
+        """The value of an answer reference or of a quantity already computed, else None."""
         if key[0] == "answer":
             if int(key[1]) not in self.answers:
                 raise EvaluationError(f"[answer{key[1]}] is used before Problem {key[1]} is solved")
             return self.answers[int(key[1])]
-        if key in self.values:
-            return self.values[key]
+        return self.values.get(key)
+
+    def _compute(self, key: Key) -> _Steps:
         if key in self.active:
-            raise EvaluationError(f"the definition of {key} is circular")
+            raise EvaluationError(f"the definition of 'each {_short(key[0])}'s {_short(key[1])}' is circular")
         self.active.add(key)
         if self.is_total(key):
-            val, deps = self._total(key)
+            val, deps = yield from self._total(key)
         elif key in self.defs:
             mod, const, combine, refs = self.defs[key]
-            vals = [self.value(r) for r in refs]
+            vals = []
+            for r in refs:
+                vals.append((yield r))
             base = const if combine == "const" else vals[0] - vals[1] if combine == "diff" else sum(vals)
             val = base + const if mod == "plus" else base * const if mod == "times" else base
             deps = refs
@@ -136,7 +182,7 @@ class _Solver:
             signs = [] if combine == "const" else [1, -1] if combine == "diff" else [1] * len(refs)
             self.partials[key] = [(r, s * scale) for r, s in zip(refs, signs, strict=True)]
         else:
-            raise EvaluationError(f"'each {key[0]}'s {key[1]}' is used but never stated")
+            raise EvaluationError(f"'each {_short(key[0])}'s {_short(key[1])}' is used but never stated")
         self.active.discard(key)
         self.deps[key] = deps
         self.values[key] = val % _MOD
@@ -144,31 +190,32 @@ class _Solver:
         self.depths[key] = 1 + max((self.depths[d] for d in real), default=0)
         return self.values[key]
 
-    def _total(self, key: tuple[str, str]) -> tuple[int, list[tuple[str, str]]]:
+    def _total(self, key: Key) -> Generator[Key, int, tuple[int, list[Key]]]:
         owner, category = key
         if owner not in self.names.item_level:
-            raise EvaluationError(f"unknown item {owner!r}")
+            raise EvaluationError(f"unknown item {_short(owner)!r}")
         wi, owner_level = self.names.item_level[owner]
         level = self.names.category_level.get((wi, category))
         if level is None or level <= owner_level:
-            raise EvaluationError(f"{owner!r} cannot hold {category!r}")
+            raise EvaluationError(f"{_short(owner)!r} cannot hold {_short(category)!r}")
         total, deps, partials = 0, [], []
         for child in self.children(owner):
-            count = self.value(child)
+            count = yield child
             deps.append(child)
             if self.names.item_level[child[1]][1] == level:
                 total += count
                 partials.append((child, 1))
             else:
                 inner = (child[1], category)
-                total += count * self.value(inner)
+                inner_value = yield inner
+                total += count * inner_value
                 deps.append(inner)
-                partials += [(child, self.value(inner)), (inner, count)]
+                partials += [(child, inner_value), (inner, count)]
         self.partials[key] = partials
         return total, deps
 
-    def needed(self, query: tuple[str, str]) -> list[tuple[str, str]]:
-        seen: dict[tuple[str, str], None] = {}
+    def needed(self, query: Key) -> list[Key]:
+        seen: dict[Key, None] = {}
         stack = [query]
         while stack:
             k = stack.pop()
@@ -188,12 +235,11 @@ def _solve_block(
         for m in _NEEDLE.finditer(block):
             if m.group(1) == nq.group(1):
                 return ProblemReading(answer=int(m.group(2)) % _MOD, note=note)
-        raise EvaluationError(f"no magic number for {nq.group(1)!r} in the text")
-    q = _QUESTION.search(block)
-    if not q:
+        raise EvaluationError(f"no magic number for {_short(nq.group(1))!r} in the text")
+    query = _question(block)
+    if query is None:
         raise EvaluationError("a problem has no question")
     solver = _Solver(defs, names, answers)
-    query = (q.group(2), q.group(1))
     answer = solver.value(query)
     needed = solver.needed(query)
     breadth = max(len({d for d in solver.deps[k] if d[0] != "answer"}) for k in needed)
@@ -226,13 +272,59 @@ def _effective(solver: _Solver, query: tuple[str, str]) -> tuple[int, int, list[
     return chain[query], widest, refs
 
 
+def _question(block: str) -> tuple[str, str] | None:
+    """(owner, quantity) of the first line "Question: How many QUANTITY does OWNER have?", else None.
+
+    The quantity is the longest that leaves an owner (as a greedy regex would read it), found with
+    ``rfind``: linear in the line, where a regex with two ``(.+)`` groups is quadratic.
+    """
+    for line in block.split("\n"):
+        if not (line.startswith(_QUESTION_HEAD) and line.endswith(_QUESTION_TAIL)):
+            continue
+        body = line[len(_QUESTION_HEAD) : len(line) - len(_QUESTION_TAIL)]
+        # Both parts non-empty: " does " neither first nor last in the body (overlapping head and
+        # tail leave a body too short to hold it).
+        at = body.rfind(_DOES, 1, len(body) - 1)
+        if at >= 0 and len(line) >= len(_QUESTION_HEAD) + len(_QUESTION_TAIL):
+            return (body[at + len(_DOES) :], body[:at])
+    return None
+
+
+def _sentence(segment: str) -> tuple[str, str, str] | None:
+    """(owner, quantity, rhs) of the first definition that ends a period-free ``segment``, else None.
+
+    A start whose owner runs up to the apostrophe at ``stop`` fails or succeeds with every later start
+    before ``stop`` (they share the rest), so the next start tried is past it: each character is read
+    a bounded number of times.
+    """
+    start = segment.find(_LEAD)
+    while start >= 0:
+        m = _AFTER_LEAD.match(segment, start + len(_LEAD))
+        if m:
+            return (m.group(1), m.group(2), m.group(3))
+        stop = segment.find("'", start + len(_LEAD))
+        if stop < 0:
+            return None
+        start = segment.find(_LEAD, stop + 1)
+    return None
+
+
+def _sentences(block: str) -> Iterator[tuple[str, str, str]]:
+    """Every definition of ``block``, in order; a definition lies within one period-ended segment."""
+    segments = block.split(".")
+    for segment in segments[:-1]:  # the last segment has no period after it
+        found = _sentence(segment)
+        if found is not None:
+            yield found
+
+
 def _definitions(block: str) -> dict[tuple[str, str], str]:
     defs: dict[tuple[str, str], str] = {}
-    for m in _SENTENCE.finditer(block):
-        key = (m.group(1), m.group(2))
+    for owner, quantity, rhs in _sentences(block):
+        key = (owner, quantity)
         if key in defs:
-            raise EvaluationError(f"'each {key[0]}'s {key[1]}' is stated twice")
-        defs[key] = m.group(3)
+            raise EvaluationError(f"'each {_short(owner)}'s {_short(quantity)}' is stated twice")
+        defs[key] = rhs
     return defs
 
 

@@ -13,6 +13,7 @@ from masorch.files import atomic_writer, iter_jsonl, parquet_rows, replacing
 FORMATS = (".jsonl", ".parquet")
 #: The most data a MASBench parquet file may decode to (a million instances take about 1 GB).
 MAX_FILE_BYTES = 2 << 30
+_PARQUET_HINT = "give a MASBench parquet file written by `masorch bench make`"
 
 
 def check_format(path: Path, action: str = "write") -> str:
@@ -163,20 +164,58 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
         for lineno, rec in iter_jsonl(path, what="MASBench file", hint="is it a MASBench file?"):
             yield _record(rec, f"{path}:{lineno}")
         return
-    hint = "give a MASBench parquet file written by `masorch bench make`"
     rows = parquet_rows(
-        path, what="MASBench file", hint=hint, max_bytes=MAX_FILE_BYTES, columns=["extra_info"]
+        path, what="MASBench file", hint=_PARQUET_HINT, max_bytes=MAX_FILE_BYTES, columns=["extra_info"]
     )
-    for row, info in enumerate(r.get("extra_info") or {} for r in rows):
-        where = f"{path} row {row}"
-        try:
-            rec = json.loads(info["record"])
-        except (TypeError, KeyError, ValueError, RecursionError):
-            raise UsageError(
-                f"{where}: no MASBench record in extra_info",
-                hint="give a file written by `masorch bench make`",
-            ) from None
-        yield _record(rec, where)
+    for i, row in enumerate(rows):
+        yield _row_record(row, f"{path} row {i}")
+
+
+def _row_record(row: dict[str, Any], where: str) -> dict[str, Any]:
+    """The record a parquet row carries in ``extra_info.record``."""
+    try:
+        rec = json.loads((row.get("extra_info") or {})["record"])
+    except (TypeError, KeyError, ValueError, RecursionError):
+        raise UsageError(
+            f"{where}: no MASBench record in extra_info", hint="give a file written by `masorch bench make`"
+        ) from None
+    return _record(rec, where)
+
+
+def row_disagreements(path: Path) -> list[str]:
+    """Every row of a parquet file whose training columns are not :func:`verl_row` of its record.
+
+    :func:`read_records` reads only ``extra_info.record``; a trainer reads ``prompt``,
+    ``reward_model.ground_truth``, ``axis`` and ``value``. One line per differing row, naming the
+    columns (a JSONL file has nothing beside its records: no lines).
+    """
+    if check_format(path, "read") != ".parquet":
+        return []
+    rows = parquet_rows(path, what="MASBench file", hint=_PARQUET_HINT, max_bytes=MAX_FILE_BYTES)
+    out = []
+    for i, row in enumerate(rows):
+        rec = _row_record(row, f"{path} row {i}")
+        columns = _differing(verl_row(rec), row)
+        if columns:
+            out.append(
+                f"{rec['id']}: {path} row {i}: {', '.join(columns)} differ from the row's record "
+                "(extra_info.record)"
+            )
+    return out
+
+
+def _differing(expected: dict[str, Any], row: dict[str, Any]) -> list[str]:
+    """The (dotted) columns where ``row`` differs from ``expected``, one level into struct columns."""
+    out = []
+    for key in sorted(expected.keys() | row.keys()):
+        want, got = expected.get(key), row.get(key)
+        if isinstance(want, dict) and isinstance(got, dict):
+            out += [
+                f"{key}.{sub}" for sub in sorted(want.keys() | got.keys()) if want.get(sub) != got.get(sub)
+            ]
+        elif want != got:
+            out.append(key)
+    return out
 
 
 #: The fields every MASBench record has (the readers check them so consumers can index them).

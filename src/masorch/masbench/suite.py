@@ -97,16 +97,21 @@ def jobs_for(axis: str, counts: Sequence[tuple[int, int]], split: str, seed: int
 def generate(
     jobs: Sequence[Job], *, workers: int = 1, progress: Callable[[int], None] | None = None
 ) -> Generator[dict[str, Any], None, None]:
-    """Yield the instances of ``jobs`` in order; ``workers`` > 1 uses processes (same output)."""
+    """Yield the instances of ``jobs`` in order; ``workers`` > 1 uses processes (same output).
+
+    ``progress(1)`` is called as each instance is made, before it is yielded: a consumer that stops
+    once it has taken them all (``itertools.islice``) still sees the count reach ``len(jobs)``.
+    """
     if workers <= 1:
         for job in jobs:
-            yield _one(job)
+            rec = _one(job)
             if progress:
                 progress(1)
+            yield rec
         return
     ctx = multiprocessing.get_context("spawn" if multiprocessing.get_start_method() == "spawn" else "fork")
     with ctx.Pool(workers) as pool:
         for rec in pool.imap(_one, jobs, chunksize=16):
-            yield rec
             if progress:
                 progress(1)
+            yield rec

@@ -10,6 +10,7 @@ from masorch.eval.datasets.types import Sample
 
 _MMATH_KEYS = ("question", "answer", "data_source", "data_source_id")
 _HOTPOT_KEYS = ("_id", "question", "answer", "context")
+_REPULL = "the cached file is corrupt or not the pinned one: pull again with --force"
 
 
 def strip_math_delimiters(text: str) -> str:
@@ -31,17 +32,52 @@ def _require(record: object, keys: Sequence[str], where: str) -> Mapping[str, An
     if not isinstance(record, Mapping):
         raise UsageError(
             f"{where}: expected a JSON object, got {type(record).__name__}",
-            hint="the cached file is corrupt or not the pinned one: pull again with --force",
+            hint=_REPULL,
             code="data_format",
         )
     missing = [k for k in keys if k not in record]
     if missing:
         raise UsageError(
             f"{where} lacks field(s) {', '.join(missing)}",
-            hint="the cached file is corrupt or not the pinned one: pull again with --force",
+            hint=_REPULL,
             code="data_format",
         )
     return record
+
+
+def _is_paragraph(item: object) -> bool:
+    """Whether ``item`` is a HotpotQA paragraph: ``[title, [sentence, ...]]``."""
+    return (
+        isinstance(item, list | tuple)
+        and len(item) == 2
+        and isinstance(item[0], str)
+        and isinstance(item[1], list | tuple)
+        and all(isinstance(sentence, str) for sentence in item[1])
+    )
+
+
+def _context(record: Mapping[str, Any], where: str) -> list[list[Any]]:
+    """A HotpotQA record's ``context`` as ``[title, [sentence, ...]]`` pairs; another shape is an error."""
+    context = record["context"]
+    if not (isinstance(context, list) and all(_is_paragraph(p) for p in context)):
+        raise UsageError(
+            f"{where}: context is not a list of [title, [sentence, ...]] pairs",
+            hint=_REPULL,
+            code="data_format",
+        )
+    return [[title, list(sentences)] for title, sentences in context]
+
+
+def _facts(record: Mapping[str, Any], where: str) -> list[list[Any]]:
+    """A HotpotQA record's ``supporting_facts`` (none when absent) as ``[title, sentence index]`` pairs."""
+    facts = record.get("supporting_facts", [])
+    if not (isinstance(facts, list) and all(isinstance(f, list | tuple) and len(f) == 2 for f in facts)):
+        raise UsageError(
+            f"{where}: supporting_facts is not a list of [title, sentence index] pairs",
+            hint=_REPULL,
+            code="data_format",
+        )
+    return [list(f) for f in facts]
 
 
 def parse_mmath(records: Iterable[object], *, dataset: str, data_source: str) -> list[Sample]:
@@ -77,7 +113,8 @@ def parse_hotpotqa(records: Iterable[object], *, dataset: str = "hotpotqa") -> l
     """HotpotQA records (official dev format) as samples; ``meta`` keeps type, level, facts and context."""
     samples: list[Sample] = []
     for index, raw in enumerate(records):
-        record = _require(raw, _HOTPOT_KEYS, f"HotpotQA record {index}")
+        where = f"HotpotQA record {index}"
+        record = _require(raw, _HOTPOT_KEYS, where)
         samples.append(
             Sample(
                 id=str(record["_id"]),
@@ -87,8 +124,8 @@ def parse_hotpotqa(records: Iterable[object], *, dataset: str = "hotpotqa") -> l
                 meta={
                     "type": record.get("type"),
                     "level": record.get("level"),
-                    "supporting_facts": [list(f) for f in record.get("supporting_facts", [])],
-                    "context": [[title, list(sents)] for title, sents in record["context"]],
+                    "supporting_facts": _facts(record, where),
+                    "context": _context(record, where),
                 },
             )
         )
@@ -103,8 +140,8 @@ def iter_corpus(records: Iterable[object]) -> Iterator[dict[str, str]]:
     """
     seen: set[str] = set()
     for index, raw in enumerate(records):
-        record = _require(raw, ("context",), f"HotpotQA record {index}")
-        for title, sentences in record["context"]:
+        where = f"HotpotQA record {index}"
+        for title, sentences in _context(_require(raw, ("context",), where), where):
             if title in seen:
                 continue
             seen.add(title)

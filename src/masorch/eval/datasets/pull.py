@@ -188,13 +188,21 @@ def _write_manifest(directory: Path, source: WheelSource, files: dict[str, dict[
         json.dump(manifest, fh, indent=2)
 
 
+#: The largest manifest read (one lists a few files' hashes and sizes: about a kilobyte).
+MAX_MANIFEST_BYTES = 1 << 20
+
+
 def _read_manifest(directory: Path) -> dict[str, object] | None:
+    """The manifest of a cached source, or None (not cached) when it is missing or damaged in any way."""
     path = directory / MANIFEST
     if not path.is_file():
         return None
     try:
+        if path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise ValueError(f"over {MAX_MANIFEST_BYTES} bytes")
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    # ValueError: invalid JSON or not UTF-8 (UnicodeDecodeError); RecursionError: nested too deep.
+    except (OSError, ValueError, RecursionError) as exc:
         log.warning("unreadable data manifest %s (%s): treating the source as not cached", path, exc)
         return None
     return data if isinstance(data, dict) else None
