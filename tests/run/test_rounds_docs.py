@@ -12,7 +12,7 @@ from masorch.eval.systems import systems_from_yaml
 DOC = Path(__file__).parents[2] / "docs" / "rounds.md"
 TEXT = DOC.read_text(encoding="utf-8")
 #: The sandbox's temporary directory differs from run to run.
-_SANDBOX_DIR = re.compile(r"masorch-sandbox-\w+")
+_SANDBOX_DIR = re.compile(r"masorch-sandbox-[\w-]+")
 
 
 def _normal(text: str) -> str:
