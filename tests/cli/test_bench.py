@@ -38,6 +38,27 @@ def test_check_exits_1_on_a_disagreement(tmp_path, capsys):
     assert "FAIL" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("field", "k", "shift"),
+    [("decoys", 0, 1), ("attacked_answers", 1, 1), ("attacked_answers", 0, None), ("verification", 0, 1)],
+)
+def test_check_fails_a_record_whose_decoys_attacks_or_verification_disagree_with_its_text(
+    tmp_path, capsys, field, k, shift
+):
+    out = tmp_path / "r.jsonl"
+    argv = ["bench", "make", "--axis", "robustness", "--values", "3", "--n", "1", "-o", str(out), "-q"]
+    assert main(argv) == 0
+    assert main(["bench", "check", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    values = rec["verification"]["answers"] if field == "verification" else rec[field]
+    # shift None: a value where the text has no note (the needle is never attacked).
+    values[k] = 5 if shift is None else (values[k] + shift) % 23
+    out.write_text(json.dumps(rec) + "\n")
+    capsys.readouterr()
+    assert main(["bench", "check", str(out)]) == 1
+    assert f"{field if field != 'verification' else 'verification answers'}" in capsys.readouterr().out
+
+
 def test_usage_errors_exit_2(tmp_path, capsys):
     assert main(["bench", "make", "--axis", "width", "-o", str(tmp_path / "x.jsonl"), "-q"]) == 2
     assert main(["bench", "make", "--values", "1-3", "-o", str(tmp_path / "x.jsonl"), "-q"]) == 2

@@ -60,6 +60,18 @@ def check_record(rec: dict[str, Any]) -> list[str]:
             out.append(f"{rid}: {axis} {rec['measured'][axis]} outside its control range {lo}..{hi}")
     if rec["ground_truth"] != SEPARATOR.join(str(a) for a in rec["answers"]):
         out.append(f"{rid}: ground_truth {rec['ground_truth']!r} does not match the answers")
+    verification = rec.get("verification")
+    verified = verification.get("answers") if isinstance(verification, dict) else None
+    if verified != rec["answers"]:
+        out.append(f"{rid}: verification answers {verified} != the answers {rec['answers']}")
+    # The notes' wrong values and the answers they lead to, read from the text by the evaluator.
+    if rec.get("decoys") != got.decoys:
+        out.append(f"{rid}: decoys {rec.get('decoys')} != the notes' values in the text {got.decoys}")
+    if rec.get("attacked_answers") != got.attacked:
+        out.append(
+            f"{rid}: attacked_answers {rec.get('attacked_answers')} != the answers under the notes' "
+            f"values {got.attacked}"
+        )
     for k, sub in enumerate(rec["subtasks"], 1):
         if sub["kind"] != "igsm":
             continue

@@ -22,6 +22,8 @@ _NEEDLE = re.compile(r"One of the special magic numbers for (\S+) is: (\d+)\.")
 _QUESTION_HEAD, _QUESTION_TAIL, _DOES = "Question: How many ", " have?", " does "
 _NEEDLE_Q = re.compile(r"^Question: What is the special magic number for (\S+) mentioned", re.M)
 _NOTE = re.compile(r"^Note: ", re.M)
+# What a note claims: "... the answer to Problem P is D." at the end of its line.
+_NOTE_CLAIM = re.compile(r"^Note: [^\n]*?the answer to Problem (\d+) is (\d+)\.$", re.M)
 _ANSWER_REF = re.compile(r"\[answer(\d+)\]")
 
 
@@ -51,6 +53,10 @@ class TextSolution:
     problems: list[ProblemReading]
     measured: dict[str, int]
     effective: dict[str, int] = field(default_factory=dict)
+    # Per problem: the wrong value a note claims for it (``decoys``), and the answer of the problem that
+    # carries the note when that claim is believed (``attacked``); None where no note says so.
+    decoys: list[int | None] = field(default_factory=list)
+    attacked: list[int | None] = field(default_factory=list)
 
 
 class _Names:
@@ -335,12 +341,27 @@ def solve_text(text: str, worlds: list[dict[str, Any]], *, joint: bool = False) 
     shared = _definitions(text) if joint else None
     answers: dict[int, int] = {}
     readings = []
+    decoys: list[int | None] = [None] * len(blocks)
+    attacked: list[int | None] = [None] * len(blocks)
     for i, block in enumerate(blocks, 1):
-        reading = _solve_block(block, names, answers, shared if shared is not None else _definitions(block))
+        defs = shared if shared is not None else _definitions(block)
+        reading = _solve_block(block, names, answers, defs)
+        claim = _NOTE_CLAIM.search(block)
+        if claim:
+            target, value = int(claim.group(1)), int(claim.group(2))
+            if not 1 <= target < i:
+                raise EvaluationError(f"problem {i}'s note names problem {target}, not an earlier one")
+            decoys[target - 1] = value
+            attacked[i - 1] = _solve_block(block, names, {**answers, target: value % _MOD}, defs).answer
         answers[i] = reading.answer
         readings.append(reading)
     return TextSolution(
-        [r.answer for r in readings], readings, _measure(readings), _measure(readings, effective=True)
+        [r.answer for r in readings],
+        readings,
+        _measure(readings),
+        _measure(readings, effective=True),
+        decoys,
+        attacked,
     )
 
 
