@@ -257,3 +257,47 @@ def test_a_small_parquet_file_that_decodes_to_gigabytes_is_refused(tmp_path) -> 
     fine = tmp_path / "fine.parquet"
     pq.write_table(pa.table({"question": ["What is 1 plus 2?"] * 3, "answer": ["3"] * 3}), fine)
     assert read_rows(fine, max_bytes=50 << 20) == [{"question": "What is 1 plus 2?", "answer": "3"}] * 3
+
+
+def test_a_masbench_id_met_twice_is_refused_naming_both_files(tmp_path: Path) -> None:
+    from masorch.cli.main import main
+
+    suite = tmp_path / "suite"
+    argv = ["bench", "make", "--axis", "depth", "--values", "2", "--n", "2", "-q"]
+    assert main([*argv, "-o", str(suite / "d.jsonl")]) == 0
+    assert main([*argv, "-o", str(suite / "d.parquet")]) == 0
+    with pytest.raises(UsageError, match=r"occurs twice in .*d\.parquet \(also in .*d\.jsonl\)") as err:
+        resolve(str(suite))
+    assert "keep one of them" in (err.value.hint or "")
+    twice = tmp_path / "twice.jsonl"
+    line = (suite / "d.jsonl").read_text().splitlines()[0]
+    twice.write_text(line + "\n" + line + "\n")
+    with pytest.raises(UsageError, match="occurs twice in"):
+        resolve(f"masbench:{twice}")
+    with pytest.raises(UsageError, match="occurs twice in"):
+        resolve(str(twice))
+
+
+@pytest.mark.parametrize("gold", ["1,000", "3|4", "1/2"])
+def test_answers_the_masbench_scorer_cannot_read_are_refused_before_calls(tmp_path: Path, gold: str) -> None:
+    rows = [{"question": "2+2?", "answer": "4"}, {"question": "big?", "answer": gold}]
+    data = _write(tmp_path / "mine.jsonl", rows)
+    with pytest.raises(UsageError, match=r"sample 'mine/1' has the answer .* not integers") as err:
+        resolve(str(data), scorer="masbench")
+    assert "--scorer" in err.value.hint
+    result = _eval(data, tmp_path / "o", "--scorer", "masbench_final")
+    assert isinstance(result.exception, UsageError)
+    assert not (tmp_path / "o" / "log.jsonl").exists()
+
+
+def test_masbench_records_whose_answers_are_not_integers_are_refused(tmp_path: Path) -> None:
+    from masorch.cli.main import main
+
+    out = tmp_path / "d.jsonl"
+    assert main(["bench", "make", "--axis", "depth", "--values", "2", "--n", "1", "-q", "-o", str(out)]) == 0
+    rec = json.loads(out.read_text())
+    assert resolve(str(out)).scorer == "masbench"
+    rec["answers"] = [str(a) for a in rec["answers"]]
+    out.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(UsageError, match="not integers"):
+        resolve(str(out))

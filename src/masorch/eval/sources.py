@@ -26,6 +26,8 @@ from masorch.eval.datasets import DATASETS, Sample, cache_root, corpus_path, get
 from masorch.eval.datasets.custom import FieldMap, plain_samples, release_sample, row_kind
 from masorch.eval.datasets.hub import HUB_CACHE, PREFIX, load_hub_rows, parse_hf_spec
 from masorch.eval.datasets.rows import read_rows
+from masorch.masbench.instance import SEPARATOR
+from masorch.score.masbench import parse_ground_truth
 from masorch.score.registry import canonical_scorer
 
 
@@ -80,7 +82,29 @@ def read_masbench(path: Path) -> list[dict[str, Any]]:
     """The records of a MASBench file (.jsonl or .parquet), or of every such file in a directory."""
     from masorch.masbench.export import data_files, read_records
 
-    return [rec for file in data_files(path) for rec in read_records(file)]
+    records: list[dict[str, Any]] = []
+    where: dict[str, Path] = {}
+    for file in data_files(path):
+        file_records = read_records(file)
+        _check_unique_ids(file_records, str(file), where, file)
+        records.extend(file_records)
+    return records
+
+
+def _check_unique_ids(records: list[dict[str, Any]], label: str, seen: dict[str, Path], file: Path) -> None:
+    """Refuse a MASBench id met twice (results are keyed by it: a repeat would lose a sample and keep
+    a resumed run from ever completing); ``seen`` maps the ids of earlier files to their file."""
+    for rec in records:
+        rid = str(rec.get("id"))
+        if rid in seen:
+            other = "" if seen[rid] == file else f" (also in {seen[rid]})"
+            raise UsageError(
+                f"the MASBench id {rid!r} occurs twice in {label}{other}",
+                hint="results are keyed by id: a directory holding both the .jsonl and the .parquet copy of "
+                "one suite reads it twice, so keep one of them (or write the files with distinct seeds)",
+                code="data_field",
+            )
+        seen[rid] = file
 
 
 def _select(samples: list[Sample], limit: int | None, sample: int | None, seed: int) -> list[Sample]:
@@ -120,8 +144,59 @@ def resolve(
     ``skip`` leaves out the first N samples (records, for MASBench) before the others apply;
     ``limit`` keeps the first N samples (per axis value for MASBench); ``sample`` a seeded random N.
     Plain rows have no scorer of their own: they need ``scorer`` (``em``/``judge`` name
-    ``exact``/``llm_judge``). ``fields`` names their question, answer and id columns.
+    ``exact``/``llm_judge``). ``fields`` names their question, answer and id columns. Ground truths
+    the chosen scorer cannot read are refused here, before any call is spent.
     """
+    source = _resolve(
+        spec,
+        limit=limit,
+        sample=sample,
+        seed=seed,
+        skip=skip,
+        cache_dir=cache_dir,
+        fields=fields,
+        scorer=scorer,
+    )
+    _check_masbench_truths(source)
+    return source
+
+
+def _check_masbench_truths(source: DataSource) -> None:
+    """The masbench scorers grade integer answers: a sample whose answers are not integers would fail
+    every run of it, after its calls were spent."""
+    if source.scorer not in ("masbench", "masbench_final"):
+        return
+    for s in source.samples:
+        answers = s.meta.get("answers")
+        if answers is None:
+            try:
+                parse_ground_truth(s.answer)
+                continue
+            except ValueError:
+                pass
+        elif all(isinstance(a, int) and not isinstance(a, bool) for a in answers):
+            continue
+        shown = s.answer if answers is None else answers
+        raise UsageError(
+            f"--data {source.name!r}: sample {s.id!r} has the answer {str(shown)[:60]!r}, not integers "
+            f"(joined by {SEPARATOR} for several)",
+            hint="the masbench scorer grades MASBench's integer answers; for other answers pick another "
+            "scorer with --scorer (math, exact, f1)",
+            code="data_field",
+        )
+
+
+def _resolve(
+    spec: str,
+    *,
+    limit: int | None = None,
+    sample: int | None = None,
+    seed: int = 0,
+    skip: int = 0,
+    cache_dir: Path | None = None,
+    fields: FieldMap | None = None,
+    scorer: str | None = None,
+) -> DataSource:
     for name, value in (("skip", skip), ("limit", limit), ("sample", sample)):
         if value is not None and value < 0:
             raise UsageError(f"{name} must be >= 0, got {value}", code="bad_argument")
@@ -197,6 +272,7 @@ class _Rows:
         name = label if label.startswith(PREFIX) else f"masbench:{label}"
         grouped = _masbench_groups(rows[self.skip :], self.limit)
         if kind == "masbench":
+            _check_unique_ids(rows, where, {}, Path(where))
             made = [masbench_sample(r, name) for r in grouped]
         else:
             index = {id(r): i for i, r in enumerate(rows)}
