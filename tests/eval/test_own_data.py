@@ -301,3 +301,13 @@ def test_masbench_records_whose_answers_are_not_integers_are_refused(tmp_path: P
     out.write_text(json.dumps(rec) + "\n")
     with pytest.raises(UsageError, match="not integers"):
         resolve(str(out))
+
+
+def test_a_masbench_suite_directory_gives_every_record(tmp_path: Path) -> None:
+    from masorch.cli.main import main
+
+    suite = tmp_path / "suite"
+    argv = ["bench", "make", "--axis", "depth", "--values", "2-3", "--n", "2", "-q"]
+    assert main([*argv, "-o", str(suite / "a.jsonl")]) == 0
+    assert main([*argv, "--seed", "9", "-o", str(suite / "b.parquet")]) == 0
+    assert len(resolve(str(suite)).samples) == 8

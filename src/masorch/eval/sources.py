@@ -85,7 +85,7 @@ def read_masbench(path: Path) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     where: dict[str, Path] = {}
     for file in data_files(path):
-        file_records = read_records(file)
+        file_records = list(read_records(file))
         _check_unique_ids(file_records, str(file), where, file)
         records.extend(file_records)
     return records
