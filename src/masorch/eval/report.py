@@ -17,7 +17,7 @@ from typing import Any
 
 from masorch.errors import MALFORMED_VALUE, UsageError
 from masorch.eval.log import LOG_FILE, RunLog
-from masorch.eval.metrics import N_BOOT
+from masorch.eval.metrics import N_BOOT, Interval
 from masorch.eval.summary import MULTI_AGENT_MODES, CellStats, PairedStats, RoundsStats, Summary, summarize
 from masorch.files import atomic_writer
 from masorch.run.system import system_label
@@ -35,6 +35,26 @@ __all__ = [
 
 REPORT_FILE = "report.md"
 
+#: The mark of an interval with no width (:attr:`Interval.degenerate`), explained under its table.
+DEGENERATE_MARK = "†"
+
+
+def _interval(iv: Interval) -> str:
+    """``iv`` as the tables show it: ``n/a`` over no samples, marked where it has no width."""
+    return iv.format() + (f" {DEGENERATE_MARK}" if iv.degenerate else "")
+
+
+def _footnote(intervals: Sequence[Interval]) -> list[str]:
+    """The note under a table with a marked interval (none without one)."""
+    if not any(iv.degenerate for iv in intervals):
+        return []
+    return [
+        "",
+        f"{DEGENERATE_MARK} All samples of the cell agree (all right, all wrong, or the same difference "
+        "on each), so every bootstrap resample gives the same value and the interval has no width: "
+        "it understates the uncertainty at this n.",
+    ]
+
 
 def _money(x: float) -> str:
     return f"{x:.4f}" if x else "0"
@@ -51,10 +71,10 @@ def _table(cells: Sequence[CellStats], first: str) -> list[str]:
         bad = ", ".join(f"{s} {n}" for s, n in sorted(c.statuses.items()) if s != "ok") or "0"
         cut = "-" if c.truncated is None else f"{100 * c.truncated:.0f}"
         lines.append(
-            f"| {label} | {c.n} | {c.accuracy.format()} | {c.score:.3f} | {c.calls:.1f} | {cut} "
+            f"| {label} | {c.n} | {_interval(c.accuracy)} | {c.score:.3f} | {c.calls:.1f} | {cut} "
             f"| {c.tokens:.0f} | {_money(c.cost)} | {c.wall_s:.2f} | {bad} |"
         )
-    return lines
+    return lines + _footnote([c.accuracy for c in cells])
 
 
 def _paired_table(paired: Sequence[PairedStats], by_value: bool) -> list[str]:
@@ -63,9 +83,9 @@ def _paired_table(paired: Sequence[PairedStats], by_value: bool) -> list[str]:
     head = "| value | MAS | best SAS | n paired | MAS - SAS, points [95% CI] |"
     lines = ["", head if by_value else head.replace("| value ", ""), "|---" * (5 if by_value else 4) + "|"]
     for p in paired:
-        row = f"| {p.mas} | {p.sas} | {p.diff.n} | {p.diff.format()} |"
+        row = f"| {p.mas} | {p.sas} | {p.diff.n} | {_interval(p.diff)} |"
         lines.append(f"| {p.value} {row}" if by_value else row)
-    return lines
+    return lines + _footnote([p.diff for p in paired])
 
 
 def _counts(counts: Mapping[str, int]) -> str:
@@ -111,8 +131,8 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
     out += [
         "",
         "Accuracy counts every finished sample (a run that did not end ok is wrong); intervals are "
-        "95 % percentile bootstraps; calls, tokens, cost and wall time are means per sample; cut % "
-        "is the share of LLM calls whose reply stopped at its token cap. Paired "
+        "95 % percentile bootstraps (n/a over no samples); calls, tokens, cost and wall time are means "
+        "per sample; cut % is the share of LLM calls whose reply stopped at its token cap. Paired "
         "differences resample the same samples for both systems.",
     ]
     for dataset in summary.datasets:

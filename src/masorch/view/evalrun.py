@@ -73,8 +73,11 @@ def table_row(record: Mapping[str, Any]) -> list[Any]:
     ]
 
 
-def _interval(iv: Interval) -> dict[str, float]:
-    return {"mean": iv.mean, "low": iv.low, "high": iv.high, "n": iv.n}
+def _interval(iv: Interval) -> dict[str, Any]:
+    """``iv`` as JSON: no mean or bounds (null) over no samples; ``degenerate`` where it has no width."""
+    if iv.n == 0:
+        return {"mean": None, "low": None, "high": None, "n": 0, "degenerate": False}
+    return {"mean": iv.mean, "low": iv.low, "high": iv.high, "n": iv.n, "degenerate": iv.degenerate}
 
 
 def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:

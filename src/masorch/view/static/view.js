@@ -67,6 +67,7 @@
   }
 
   function pct(iv) {
+    if (iv.n === 0) return "n/a";
     return (100 * iv.mean).toFixed(1) + " [" + (100 * iv.low).toFixed(1) + ", " + (100 * iv.high).toFixed(1) + "]";
   }
 
