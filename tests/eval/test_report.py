@@ -217,3 +217,18 @@ def test_an_interval_of_samples_that_all_agree_is_marked_and_explained(tmp_path:
 def test_a_single_sample_has_a_marked_interval(tmp_path: Path) -> None:
     text = _report_of(tmp_path, _header(1, "sas:cot"), [_plain("sas:cot", "0", True)])
     assert "| sas:cot | 1 | 100.0 [100.0, 100.0] † |" in text
+
+
+def test_samples_the_scorer_could_not_decide_are_counted_wrong_and_shown(tmp_path: Path) -> None:
+    timed_out = {"extracted": "3", "gold": "1", "method": "none", "error": "timed out", "undecided": True}
+    records = [
+        _plain("sas:cot", "0", True, details={"extracted": "1", "gold": "1", "method": "exact"}),
+        _plain("sas:cot", "1", False, details=timed_out),
+        _plain("sas:cot", "2", False, details=timed_out),
+        _plain("sas:cot", "3", False, status="error", calls=0),
+    ]
+    header = _header(4, "sas:cot")
+    cell = summarize(header, records, n_boot=200).cell("sas:cot", "d")
+    assert cell is not None and cell.undecided == 2 and cell.accuracy.mean == 0.25
+    text = _report_of(tmp_path, header, records)
+    assert "| sas:cot | 4 | 25.0 [" in text and "| error 1, scorer undecided 2 |" in text

@@ -68,11 +68,12 @@ def _table(cells: Sequence[CellStats], first: str) -> list[str]:
     ]
     for c in cells:
         label = c.system if first == "system" else f"{c.value} · {c.system}"
-        bad = ", ".join(f"{s} {n}" for s, n in sorted(c.statuses.items()) if s != "ok") or "0"
+        bad = [f"{s} {n}" for s, n in sorted(c.statuses.items()) if s != "ok"]
+        bad += [f"scorer undecided {c.undecided}"] if c.undecided else []  # ok runs, counted wrong
         cut = "-" if c.truncated is None else f"{100 * c.truncated:.0f}"
         lines.append(
             f"| {label} | {c.n} | {_interval(c.accuracy)} | {c.score:.3f} | {c.calls:.1f} | {cut} "
-            f"| {c.tokens:.0f} | {_money(c.cost)} | {c.wall_s:.2f} | {bad} |"
+            f"| {c.tokens:.0f} | {_money(c.cost)} | {c.wall_s:.2f} | {', '.join(bad) or '0'} |"
         )
     return lines + _footnote([c.accuracy for c in cells])
 
@@ -133,7 +134,9 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
         "Accuracy counts every finished sample (a run that did not end ok is wrong); intervals are "
         "95 % percentile bootstraps (n/a over no samples); calls, tokens, cost and wall time are means "
         "per sample; cut % is the share of LLM calls whose reply stopped at its token cap. Paired "
-        "differences resample the same samples for both systems.",
+        "differences resample the same samples for both systems. Scorer undecided counts samples "
+        "that ended ok but whose scorer could not decide (a comparison that timed out or failed): "
+        "they count as wrong.",
     ]
     for dataset in summary.datasets:
         cells = [c for c in summary.cells if c.dataset == dataset]

@@ -33,6 +33,9 @@ class CellStats:
     statuses: Mapping[str, int] = field(default_factory=dict)
     #: Share of the LLM calls whose reply stopped at its token cap (None: no record counted them).
     truncated: float | None = None
+    #: Samples that ended ok but whose scorer could not decide (e.g. a math comparison that timed
+    #: out): counted wrong, as the scoring rule says, and shown so that the count is not silent.
+    undecided: int = 0
 
     @property
     def n(self) -> int:
@@ -88,6 +91,15 @@ class Summary:
         )
 
 
+def _undecided(record: Mapping[str, Any]) -> bool:
+    """Whether the scorer could not decide the record's verdict (it counts as wrong).
+
+    >>> _undecided({"details": {"undecided": True}}), _undecided({"details": {}}), _undecided({})
+    (True, False, False)
+    """
+    return bool((record.get("details") or {}).get("undecided"))
+
+
 def _cell(
     system: str, dataset: str, value: int | None, recs: Sequence[Mapping[str, Any]], **kw: Any
 ) -> CellStats:
@@ -96,6 +108,7 @@ def _cell(
         system=system,
         dataset=dataset,
         value=value,
+        undecided=sum(_undecided(r) for r in recs),
         accuracy=bootstrap_mean(correct, **kw),
         score=mean([float(r.get("score") or 0.0) for r in recs]),
         calls=mean([float(r.get("calls") or 0) for r in recs]),

@@ -99,6 +99,7 @@ def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
                 "cost": c.cost,
                 "wall_s": c.wall_s,
                 "statuses": dict(c.statuses),
+                "undecided": c.undecided,
             }
             for c in summary.cells
         ],

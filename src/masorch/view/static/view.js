@@ -177,7 +177,8 @@
       card.append(table(
         ["system", "n", "accuracy % [95% CI]", "mean score", "calls", "tokens", "cost $", "wall s", "not ok"],
         top.map((c) => [c.system, c.accuracy.n, pct(c.accuracy), fmt(c.score, 3), fmt(c.calls, 1), fmt(c.tokens, 0), fmt(c.cost, 4), fmt(c.wall_s, 2),
-          Object.entries(c.statuses).filter(([s]) => s !== "ok").map(([s, n]) => s + " " + n).join(", ") || "0"]),
+          Object.entries(c.statuses).filter(([s]) => s !== "ok").map(([s, n]) => s + " " + n)
+            .concat(c.undecided ? ["scorer undecided " + c.undecided] : []).join(", ") || "0"]),
         [1, 3, 4, 5, 6, 7],
       ));
       const paired = report.paired.filter((p) => p.dataset === dataset && p.value === null);
