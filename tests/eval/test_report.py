@@ -232,3 +232,25 @@ def test_samples_the_scorer_could_not_decide_are_counted_wrong_and_shown(tmp_pat
     assert cell is not None and cell.undecided == 2 and cell.accuracy.mean == 0.25
     text = _report_of(tmp_path, header, records)
     assert "| sas:cot | 4 | 25.0 [" in text and "| error 1, scorer undecided 2 |" in text
+
+
+def test_a_file_with_several_axes_keeps_their_cells_apart(tmp_path: Path) -> None:
+    records = [
+        _rec("sas:cot", f"{v}{axis}{i}", axis == "depth", axis=axis, value=v)
+        for axis in ("depth", "horizon")
+        for v in (2, 4)
+        for i in range(3)
+    ]
+    header = _header(12, "sas:cot") | {"datasets": [{"name": "masbench:t", "n": 12, "scorer": "masbench"}]}
+    s = summarize(header, records, n_boot=200)
+    depth, horizon = (
+        s.cell("sas:cot", "masbench:t", 2, "depth"),
+        s.cell("sas:cot", "masbench:t", 2, "horizon"),
+    )
+    assert depth is not None and (depth.n, depth.accuracy.mean) == (3, 1.0)
+    assert horizon is not None and (horizon.n, horizon.accuracy.mean) == (3, 0.0)
+    text = _report_of(tmp_path, header, records)
+    assert "mixed" not in text
+    depth_part, horizon_part = text.split("### by depth value")[1].split("### by horizon value")
+    assert "| 2 · sas:cot | 3 | 100.0 [" in depth_part and "| 4 · sas:cot | 3 | 100.0 [" in depth_part
+    assert "| 2 · sas:cot | 3 | 0.0 [" in horizon_part and "| 4 · sas:cot | 3 | 0.0 [" in horizon_part

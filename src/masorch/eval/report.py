@@ -1,6 +1,6 @@
 """The report of a run, rebuilt from its log alone: ``DIR/report.md`` (and ``DIR/plots/``).
 
-Per system and dataset (and per axis value for MASBench files): accuracy with a 95 % bootstrap
+Per system and dataset (and per value of each axis for MASBench files): accuracy with a 95 % bootstrap
 interval, mean calls, tokens, cost and wall time per sample, and the count of samples that did
 not end ok. Every multi-agent system (one-step plans and the multi-round mode) is compared with the
 best SAS system of the same table (highest accuracy) by the paired bootstrap of the per-sample
@@ -149,13 +149,10 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
         out += _table([c for c in cells if c.value is None], "system")
         out += _paired_table([p for p in summary.paired if p.dataset == dataset and p.value is None], False)
         out += _rounds_table([r for r in summary.rounds if r.dataset == dataset])
-        by_value = [c for c in cells if c.value is not None]
-        if by_value:
-            out += ["", f"### by {summary.axes.get(dataset, 'axis')} value", ""]
-            out += _table(by_value, "value · system")
-            out += _paired_table(
-                [p for p in summary.paired if p.dataset == dataset and p.value is not None], True
-            )
+        for axis in sorted({c.axis for c in cells if c.axis is not None}):  # a section per axis
+            out += ["", f"### by {axis} value", ""]
+            out += _table([c for c in cells if c.axis == axis], "value · system")
+            out += _paired_table([p for p in summary.paired if p.dataset == dataset and p.axis == axis], True)
     if plots:
         out += ["", "## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots]
     return "\n".join(out) + "\n"

@@ -92,6 +92,7 @@ def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
                 "system": c.system,
                 "dataset": c.dataset,
                 "value": c.value,
+                "axis": c.axis,
                 "accuracy": _interval(c.accuracy),
                 "score": c.score,
                 "calls": c.calls,
@@ -104,7 +105,14 @@ def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
             for c in summary.cells
         ],
         "paired": [
-            {"dataset": p.dataset, "value": p.value, "mas": p.mas, "sas": p.sas, "diff": _interval(p.diff)}
+            {
+                "dataset": p.dataset,
+                "value": p.value,
+                "axis": p.axis,
+                "mas": p.mas,
+                "sas": p.sas,
+                "diff": _interval(p.diff),
+            }
             for p in summary.paired
         ],
     }

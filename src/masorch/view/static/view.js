@@ -189,10 +189,11 @@
       }
       const plots = el("div", { class: "grid3" });
       const byValue = cells.filter((c) => c.value !== null);
-      if (byValue.length) {
-        const div = el("div", { class: "chart", id: "axis-" + dataset });
+      for (const axis of [...new Set(byValue.map((c) => c.axis))].sort()) {  // a chart per axis
+        const div = el("div", { class: "chart", id: "axis-" + dataset + "-" + axis });
         plots.append(div);
-        requestAnimationFrame(() => axisChart(div, byValue, report.axes[dataset] || "axis"));
+        const here = byValue.filter((c) => c.axis === axis);
+        requestAnimationFrame(() => axisChart(div, here, axis || "axis"));
       }
       const cdiv = el("div", { class: "chart", id: "cost-" + dataset });
       plots.append(cdiv);
