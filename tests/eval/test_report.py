@@ -254,3 +254,21 @@ def test_a_file_with_several_axes_keeps_their_cells_apart(tmp_path: Path) -> Non
     depth_part, horizon_part = text.split("### by depth value")[1].split("### by horizon value")
     assert "| 2 · sas:cot | 3 | 100.0 [" in depth_part and "| 4 · sas:cot | 3 | 100.0 [" in depth_part
     assert "| 2 · sas:cot | 3 | 0.0 [" in horizon_part and "| 4 · sas:cot | 3 | 0.0 [" in horizon_part
+
+
+def test_a_header_system_with_no_finished_sample_keeps_its_row(tmp_path: Path) -> None:
+    records = [_plain("sas:cot", str(i), i > 0) for i in range(3)]
+    header = _header(3, "sas:cot", "mas:high")
+    cell = summarize(header, records, n_boot=200).cell("mas:high", "d")
+    assert cell is not None and cell.n == 0
+    text = _report_of(tmp_path, header, records)
+    assert "| mas:high | 0 | n/a | - |" in text
+    assert "Incomplete run: samples finished per system {'sas:cot': 3, 'mas:high': 0} of 3." in text
+    assert "| mas:high | sas:cot | 0 | n/a |" in text
+
+
+def test_a_log_with_no_sample_reports_every_system_at_zero(tmp_path: Path) -> None:
+    text = _report_of(tmp_path, _header(3, "sas:cot", "mas:high"), [])
+    assert "| sas:cot | 0 | n/a |" in text and "| mas:high | 0 | n/a |" in text
+    assert "Incomplete run: samples finished per system {'sas:cot': 0, 'mas:high': 0} of 3." in text
+    assert "| MAS | best SAS |" not in text  # no SAS finished a sample to compare with

@@ -67,7 +67,7 @@ def cost_plot(summary: Summary, path: Path) -> Path | None:
 
     The Pareto front (no other system is both cheaper and more accurate) is joined by a line.
     """
-    tops = [c for c in summary.cells if c.value is None]
+    tops = [c for c in summary.cells if c.value is None and c.n > 0]  # no point for a system with none
     if not tops:
         return None
     plt = _pyplot()

@@ -68,6 +68,9 @@ def _table(cells: Sequence[CellStats], first: str) -> list[str]:
     ]
     for c in cells:
         label = c.system if first == "system" else f"{c.value} · {c.system}"
+        if c.n == 0:  # a system with no finished sample: a row, and no numbers
+            lines.append(f"| {label} | 0 | {_interval(c.accuracy)} |" + " - |" * 7)
+            continue
         bad = [f"{s} {n}" for s, n in sorted(c.statuses.items()) if s != "ok"]
         bad += [f"scorer undecided {c.undecided}"] if c.undecided else []  # ok runs, counted wrong
         cut = "-" if c.truncated is None else f"{100 * c.truncated:.0f}"

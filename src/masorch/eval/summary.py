@@ -93,7 +93,8 @@ class Summary:
         self, system: str, dataset: str, value: int | None = None, axis: str | None = None
     ) -> CellStats | None:
         """The statistics of one cell (``axis`` is needed only where the dataset has several), or
-        None when it has no samples."""
+        None when the log has no such cell (a system's whole-dataset cell is there, over no samples
+        where none finished)."""
         return next(
             (
                 c
@@ -193,10 +194,11 @@ def summarize(
             systems.append(r["system"])
         if r["dataset"] not in datasets:
             datasets.append(r["dataset"])
-    groups: dict[_Key, list[Mapping[str, Any]]] = {}
+    # every system gets a whole-dataset cell, over no samples where none finished: a row, not a gap
+    groups: dict[_Key, list[Mapping[str, Any]]] = {(s, d, None, None): [] for d in datasets for s in systems}
     axes: dict[str, str] = {}
     for r in records:
-        groups.setdefault((r["system"], r["dataset"], None, None), []).append(r)
+        groups[(r["system"], r["dataset"], None, None)].append(r)
         if r.get("axis") is not None and r.get("value") is not None:
             axes[r["dataset"]] = str(r["axis"]) if axes.get(r["dataset"], r["axis"]) == r["axis"] else "mixed"
             # keyed by axis and value: one file may hold several axes with the same values
@@ -216,7 +218,7 @@ def summarize(
         slices = sorted({(c.axis, c.value) for c in cells if c.dataset == dataset and c.axis is not None})
         for axis, value in [(None, None), *slices]:
             here = [c for c in cells if c.dataset == dataset and (c.axis, c.value) == (axis, value)]
-            sas = [c for c in here if modes.get(c.system) == "sas"]
+            sas = [c for c in here if modes.get(c.system) == "sas" and c.n > 0]
             if not sas:
                 continue
             best = max(sas, key=lambda c: (c.accuracy.mean, -systems.index(c.system)))

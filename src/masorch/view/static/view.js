@@ -197,7 +197,7 @@
       }
       const cdiv = el("div", { class: "chart", id: "cost-" + dataset });
       plots.append(cdiv);
-      requestAnimationFrame(() => costChart(cdiv, top));
+      requestAnimationFrame(() => costChart(cdiv, top.filter((c) => c.accuracy.n > 0)));
       card.append(plots);
       box.append(card);
     }
