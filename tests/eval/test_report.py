@@ -11,6 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from masorch.cli import eval as eval_cli
+from masorch.cli.main import main
 from masorch.eval.metrics import bootstrap_mean, paired_difference
 from masorch.eval.report import summarize, write_report
 
@@ -166,3 +167,108 @@ def test_summary_does_not_depend_on_finish_order() -> None:
     forward = summarize(HEADER, RECORDS, n_boot=300)
     backward = summarize(HEADER, list(reversed(RECORDS)), n_boot=300)
     assert forward.cells == backward.cells and forward.paired == backward.paired
+
+
+def _report_of(directory: Path, header: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    """The report that ``masorch eval report DIR --no-plots`` writes for this log."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lines = [header, *records]
+    (directory / "log.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    assert main(["eval", "report", str(directory), "--no-plots"]) == 0
+    return (directory / "report.md").read_text(encoding="utf-8")
+
+
+def _plain(system: str, sid: str, correct: bool, **kw: Any) -> dict[str, Any]:
+    """A record of dataset ``d`` (no axis)."""
+    return _rec(system, sid, correct, key=f"{system}|d|{sid}", dataset="d", axis=None, value=None) | kw
+
+
+def _header(n: int, *systems: str) -> dict[str, Any]:
+    entries = [s for s in HEADER["systems"] if s["name"] in systems]
+    datasets = [{"name": "d", "origin": "file:d", "n": n, "scorer": "math"}]
+    return HEADER | {"systems": entries, "datasets": datasets}
+
+
+def test_a_paired_difference_over_no_shared_sample_is_not_a_number(tmp_path: Path) -> None:
+    records = [
+        _plain("sas:cot", "0", True),
+        _plain("sas:cot", "1", False),
+        _plain("mas:high", "2", True),
+        _plain("mas:high", "3", False),
+    ]
+    text = _report_of(tmp_path, _header(4, "sas:cot", "mas:high"), records)
+    assert "| mas:high | sas:cot | 0 | n/a |" in text
+    assert "0.0 [0.0, 0.0]" not in text
+
+
+def test_an_interval_of_samples_that_all_agree_is_marked_and_explained(tmp_path: Path) -> None:
+    records = [_plain("sas:cot", str(i), True) for i in range(5)]
+    records += [_plain("mas:high", str(i), i < 2) for i in range(5)]
+    text = _report_of(tmp_path, _header(5, "sas:cot", "mas:high"), records)
+    assert "| sas:cot | 5 | 100.0 [100.0, 100.0] † |" in text
+    mas = next(line for line in text.splitlines() if line.startswith("| mas:high | 5 |"))
+    assert "†" not in mas  # 2 of 5: the interval has a width
+    note = "every bootstrap resample gives the same value and the interval has no width"
+    assert text.count(note) == 1  # under the table with the mark; the paired table has none
+    table_end = text.index("| mas:high | 5 |")
+    assert table_end < text.index(note) < text.index("| MAS | best SAS |")
+
+
+def test_a_single_sample_has_a_marked_interval(tmp_path: Path) -> None:
+    text = _report_of(tmp_path, _header(1, "sas:cot"), [_plain("sas:cot", "0", True)])
+    assert "| sas:cot | 1 | 100.0 [100.0, 100.0] † |" in text
+
+
+def test_samples_the_scorer_could_not_decide_are_counted_wrong_and_shown(tmp_path: Path) -> None:
+    timed_out = {"extracted": "3", "gold": "1", "method": "none", "error": "timed out", "undecided": True}
+    records = [
+        _plain("sas:cot", "0", True, details={"extracted": "1", "gold": "1", "method": "exact"}),
+        _plain("sas:cot", "1", False, details=timed_out),
+        _plain("sas:cot", "2", False, details=timed_out),
+        _plain("sas:cot", "3", False, status="error", calls=0),
+    ]
+    header = _header(4, "sas:cot")
+    cell = summarize(header, records, n_boot=200).cell("sas:cot", "d")
+    assert cell is not None and cell.undecided == 2 and cell.accuracy.mean == 0.25
+    text = _report_of(tmp_path, header, records)
+    assert "| sas:cot | 4 | 25.0 [" in text and "| error 1, scorer undecided 2 |" in text
+
+
+def test_a_file_with_several_axes_keeps_their_cells_apart(tmp_path: Path) -> None:
+    records = [
+        _rec("sas:cot", f"{v}{axis}{i}", axis == "depth", axis=axis, value=v)
+        for axis in ("depth", "horizon")
+        for v in (2, 4)
+        for i in range(3)
+    ]
+    header = _header(12, "sas:cot") | {"datasets": [{"name": "masbench:t", "n": 12, "scorer": "masbench"}]}
+    s = summarize(header, records, n_boot=200)
+    depth, horizon = (
+        s.cell("sas:cot", "masbench:t", 2, "depth"),
+        s.cell("sas:cot", "masbench:t", 2, "horizon"),
+    )
+    assert depth is not None and (depth.n, depth.accuracy.mean) == (3, 1.0)
+    assert horizon is not None and (horizon.n, horizon.accuracy.mean) == (3, 0.0)
+    text = _report_of(tmp_path, header, records)
+    assert "mixed" not in text
+    depth_part, horizon_part = text.split("### by depth value")[1].split("### by horizon value")
+    assert "| 2 · sas:cot | 3 | 100.0 [" in depth_part and "| 4 · sas:cot | 3 | 100.0 [" in depth_part
+    assert "| 2 · sas:cot | 3 | 0.0 [" in horizon_part and "| 4 · sas:cot | 3 | 0.0 [" in horizon_part
+
+
+def test_a_header_system_with_no_finished_sample_keeps_its_row(tmp_path: Path) -> None:
+    records = [_plain("sas:cot", str(i), i > 0) for i in range(3)]
+    header = _header(3, "sas:cot", "mas:high")
+    cell = summarize(header, records, n_boot=200).cell("mas:high", "d")
+    assert cell is not None and cell.n == 0
+    text = _report_of(tmp_path, header, records)
+    assert "| mas:high | 0 | n/a | - |" in text
+    assert "Incomplete run: samples finished per system {'sas:cot': 3, 'mas:high': 0} of 3." in text
+    assert "| mas:high | sas:cot | 0 | n/a |" in text
+
+
+def test_a_log_with_no_sample_reports_every_system_at_zero(tmp_path: Path) -> None:
+    text = _report_of(tmp_path, _header(3, "sas:cot", "mas:high"), [])
+    assert "| sas:cot | 0 | n/a |" in text and "| mas:high | 0 | n/a |" in text
+    assert "Incomplete run: samples finished per system {'sas:cot': 0, 'mas:high': 0} of 3." in text
+    assert "| MAS | best SAS |" not in text  # no SAS finished a sample to compare with

@@ -41,6 +41,35 @@ def test_an_eval_run_gives_its_report_and_a_row_per_sample(eval_run: Path) -> No
     assert (paired["mas"], paired["sas"], paired["diff"]["n"]) == ("mas:high", "sas:cot", 3)
 
 
+def _handwritten_run(directory: Path, systems: list[str], records: list[tuple[str, str, bool]]) -> Path:
+    """An eval run directory whose log holds these (system, sample id, correct) records of dataset d."""
+    directory.mkdir(parents=True)
+    header = {
+        "type": "header",
+        "version": 1,
+        "systems": [{"name": s, "mode": s.split(":")[0], "model": "m"} for s in systems],
+        "datasets": [{"name": "d", "n": 4, "scorer": "math"}],
+    }
+    lines = [header] + [
+        {"type": "sample", "key": f"{s}|d|{i}", "system": s, "dataset": "d", "sample_id": i, "status": "ok",
+         "correct": ok, "score": float(ok)}
+        for s, i, ok in records
+    ]  # fmt: skip
+    (directory / LOG_FILE).write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    return directory
+
+
+def test_an_interval_over_no_samples_is_null_and_one_with_no_width_says_so(tmp_path: Path) -> None:
+    records = [("sas:cot", "0", True), ("sas:cot", "1", True)]
+    records += [("mas:high", "2", True), ("mas:high", "3", False)]
+    report = _app(_handwritten_run(tmp_path / "run", ["sas:cot", "mas:high"], records)).get("/api/report")
+    [paired] = report["paired"]
+    assert paired["diff"] == {"mean": None, "low": None, "high": None, "n": 0, "degenerate": False}
+    cells = {c["system"]: c["accuracy"] for c in report["cells"] if c["value"] is None}
+    assert cells["sas:cot"]["degenerate"] and cells["sas:cot"]["mean"] == 1.0
+    assert not cells["mas:high"]["degenerate"]
+
+
 def test_a_mas_sample_has_its_plan_graph_timeline_and_every_call(eval_run: Path) -> None:
     app = _app(eval_run)
     row = next(r for r in _rows(app.get("/api/run")) if r["system"] == "mas:high")

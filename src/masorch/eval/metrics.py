@@ -41,12 +41,29 @@ class Interval:
         """Whether ``value`` lies in ``[low, high]``."""
         return self.low <= value <= self.high
 
+    @property
+    def degenerate(self) -> bool:
+        """Whether the interval has no width over at least one sample.
+
+        A percentile interval has no width when (nearly) every resample gives the same statistic:
+        for a mean, when all samples are alike (all right, all wrong, one sample, or a paired
+        difference that is the same on every sample). Such an interval understates the uncertainty.
+
+        >>> Interval(1.0, 1.0, 1.0, 5).degenerate, Interval(0.0, 0.0, 0.0, 0).degenerate
+        (True, False)
+        """
+        return self.n > 0 and self.low == self.high
+
     def format(self, scale: float = 100.0, digits: int = 1) -> str:
-        """``'mean [low, high]'`` scaled (percent by default).
+        """``'mean [low, high]'`` scaled (percent by default); ``'n/a'`` over no samples.
 
         >>> Interval(0.5, 0.25, 0.75, 4).format()
         '50.0 [25.0, 75.0]'
+        >>> Interval(0.0, 0.0, 0.0, 0).format()
+        'n/a'
         """
+        if self.n == 0:
+            return "n/a"
         f = f"{{:.{digits}f}}"
         return f"{f.format(self.mean * scale)} [{f.format(self.low * scale)}, {f.format(self.high * scale)}]"
 

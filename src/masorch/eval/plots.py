@@ -1,4 +1,5 @@
-"""Plots of a run: accuracy vs axis value (one panel per axis) and accuracy vs cost (Pareto view).
+"""Plots of a run: accuracy vs axis value (one panel per axis of each dataset) and accuracy vs cost
+(Pareto view).
 
 matplotlib is the ``plots`` extra, imported lazily with the Agg backend (no display needed).
 """
@@ -24,22 +25,20 @@ def _pyplot() -> Any:
 
 
 def axis_plot(summary: Summary, path: Path) -> Path | None:
-    """Accuracy (with its 95 % interval) vs axis value per system, one panel per MASBench dataset."""
-    datasets = [
-        d for d in summary.datasets if any(c.dataset == d and c.value is not None for c in summary.cells)
-    ]
-    if not datasets:
+    """Accuracy (with its 95 % interval) vs axis value per system, one panel per axis of each
+    MASBench dataset."""
+    panels = sorted(
+        {(c.dataset, c.axis) for c in summary.cells if c.axis is not None},
+        key=lambda p: (summary.datasets.index(p[0]), p[1]),
+    )
+    if not panels:
         return None
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(datasets), figsize=(4.5 * len(datasets), 3.6), squeeze=False)
-    for ax, dataset in zip(axes[0], datasets, strict=True):
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6), squeeze=False)
+    for ax, (dataset, axis) in zip(axes[0], panels, strict=True):
         for system in summary.systems:
             cells = sorted(
-                (
-                    c
-                    for c in summary.cells
-                    if c.dataset == dataset and c.system == system and c.value is not None
-                ),
+                (c for c in summary.cells if (c.dataset, c.axis, c.system) == (dataset, axis, system)),
                 key=lambda c: c.value or 0,
             )
             if not cells:
@@ -51,8 +50,8 @@ def axis_plot(summary: Summary, path: Path) -> Path | None:
                 [100 * (c.accuracy.high - c.accuracy.mean) for c in cells],
             ]
             ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, label=system)
-        ax.set_title(f"{dataset} ({summary.axes.get(dataset, 'axis')})")
-        ax.set_xlabel(f"{summary.axes.get(dataset, 'axis')} value")
+        ax.set_title(f"{dataset} ({axis})")
+        ax.set_xlabel(f"{axis} value")
         ax.set_ylabel("accuracy %")
         ax.set_ylim(-5, 105)
         ax.grid(alpha=0.3)
@@ -68,7 +67,7 @@ def cost_plot(summary: Summary, path: Path) -> Path | None:
 
     The Pareto front (no other system is both cheaper and more accurate) is joined by a line.
     """
-    tops = [c for c in summary.cells if c.value is None]
+    tops = [c for c in summary.cells if c.value is None and c.n > 0]  # no point for a system with none
     if not tops:
         return None
     plt = _pyplot()

@@ -1,6 +1,6 @@
 """The report of a run, rebuilt from its log alone: ``DIR/report.md`` (and ``DIR/plots/``).
 
-Per system and dataset (and per axis value for MASBench files): accuracy with a 95 % bootstrap
+Per system and dataset (and per value of each axis for MASBench files): accuracy with a 95 % bootstrap
 interval, mean calls, tokens, cost and wall time per sample, and the count of samples that did
 not end ok. Every multi-agent system (one-step plans and the multi-round mode) is compared with the
 best SAS system of the same table (highest accuracy) by the paired bootstrap of the per-sample
@@ -17,7 +17,7 @@ from typing import Any
 
 from masorch.errors import MALFORMED_VALUE, UsageError
 from masorch.eval.log import LOG_FILE, RunLog
-from masorch.eval.metrics import N_BOOT
+from masorch.eval.metrics import N_BOOT, Interval
 from masorch.eval.summary import MULTI_AGENT_MODES, CellStats, PairedStats, RoundsStats, Summary, summarize
 from masorch.files import atomic_writer
 from masorch.run.system import system_label
@@ -35,6 +35,26 @@ __all__ = [
 
 REPORT_FILE = "report.md"
 
+#: The mark of an interval with no width (:attr:`Interval.degenerate`), explained under its table.
+DEGENERATE_MARK = "†"
+
+
+def _interval(iv: Interval) -> str:
+    """``iv`` as the tables show it: ``n/a`` over no samples, marked where it has no width."""
+    return iv.format() + (f" {DEGENERATE_MARK}" if iv.degenerate else "")
+
+
+def _footnote(intervals: Sequence[Interval]) -> list[str]:
+    """The note under a table with a marked interval (none without one)."""
+    if not any(iv.degenerate for iv in intervals):
+        return []
+    return [
+        "",
+        f"{DEGENERATE_MARK} All samples of the cell agree (all right, all wrong, or the same difference "
+        "on each), so every bootstrap resample gives the same value and the interval has no width: "
+        "it understates the uncertainty at this n.",
+    ]
+
 
 def _money(x: float) -> str:
     return f"{x:.4f}" if x else "0"
@@ -48,13 +68,17 @@ def _table(cells: Sequence[CellStats], first: str) -> list[str]:
     ]
     for c in cells:
         label = c.system if first == "system" else f"{c.value} · {c.system}"
-        bad = ", ".join(f"{s} {n}" for s, n in sorted(c.statuses.items()) if s != "ok") or "0"
+        if c.n == 0:  # a system with no finished sample: a row, and no numbers
+            lines.append(f"| {label} | 0 | {_interval(c.accuracy)} |" + " - |" * 7)
+            continue
+        bad = [f"{s} {n}" for s, n in sorted(c.statuses.items()) if s != "ok"]
+        bad += [f"scorer undecided {c.undecided}"] if c.undecided else []  # ok runs, counted wrong
         cut = "-" if c.truncated is None else f"{100 * c.truncated:.0f}"
         lines.append(
-            f"| {label} | {c.n} | {c.accuracy.format()} | {c.score:.3f} | {c.calls:.1f} | {cut} "
-            f"| {c.tokens:.0f} | {_money(c.cost)} | {c.wall_s:.2f} | {bad} |"
+            f"| {label} | {c.n} | {_interval(c.accuracy)} | {c.score:.3f} | {c.calls:.1f} | {cut} "
+            f"| {c.tokens:.0f} | {_money(c.cost)} | {c.wall_s:.2f} | {', '.join(bad) or '0'} |"
         )
-    return lines
+    return lines + _footnote([c.accuracy for c in cells])
 
 
 def _paired_table(paired: Sequence[PairedStats], by_value: bool) -> list[str]:
@@ -63,9 +87,9 @@ def _paired_table(paired: Sequence[PairedStats], by_value: bool) -> list[str]:
     head = "| value | MAS | best SAS | n paired | MAS - SAS, points [95% CI] |"
     lines = ["", head if by_value else head.replace("| value ", ""), "|---" * (5 if by_value else 4) + "|"]
     for p in paired:
-        row = f"| {p.mas} | {p.sas} | {p.diff.n} | {p.diff.format()} |"
+        row = f"| {p.mas} | {p.sas} | {p.diff.n} | {_interval(p.diff)} |"
         lines.append(f"| {p.value} {row}" if by_value else row)
-    return lines
+    return lines + _footnote([p.diff for p in paired])
 
 
 def _counts(counts: Mapping[str, int]) -> str:
@@ -111,9 +135,11 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
     out += [
         "",
         "Accuracy counts every finished sample (a run that did not end ok is wrong); intervals are "
-        "95 % percentile bootstraps; calls, tokens, cost and wall time are means per sample; cut % "
-        "is the share of LLM calls whose reply stopped at its token cap. Paired "
-        "differences resample the same samples for both systems.",
+        "95 % percentile bootstraps (n/a over no samples); calls, tokens, cost and wall time are means "
+        "per sample; cut % is the share of LLM calls whose reply stopped at its token cap. Paired "
+        "differences resample the same samples for both systems. Scorer undecided counts samples "
+        "that ended ok but whose scorer could not decide (a comparison that timed out or failed): "
+        "they count as wrong.",
     ]
     for dataset in summary.datasets:
         cells = [c for c in summary.cells if c.dataset == dataset]
@@ -126,13 +152,10 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
         out += _table([c for c in cells if c.value is None], "system")
         out += _paired_table([p for p in summary.paired if p.dataset == dataset and p.value is None], False)
         out += _rounds_table([r for r in summary.rounds if r.dataset == dataset])
-        by_value = [c for c in cells if c.value is not None]
-        if by_value:
-            out += ["", f"### by {summary.axes.get(dataset, 'axis')} value", ""]
-            out += _table(by_value, "value · system")
-            out += _paired_table(
-                [p for p in summary.paired if p.dataset == dataset and p.value is not None], True
-            )
+        for axis in sorted({c.axis for c in cells if c.axis is not None}):  # a section per axis
+            out += ["", f"### by {axis} value", ""]
+            out += _table([c for c in cells if c.axis == axis], "value · system")
+            out += _paired_table([p for p in summary.paired if p.dataset == dataset and p.axis == axis], True)
     if plots:
         out += ["", "## Plots", ""] + [f"![{Path(p).stem}]({p})" for p in plots]
     return "\n".join(out) + "\n"

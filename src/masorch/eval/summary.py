@@ -19,7 +19,7 @@ MULTI_AGENT_MODES = ("mas", "rounds")
 
 @dataclass(frozen=True)
 class CellStats:
-    """One system on one table cell (a dataset, or one axis value of it)."""
+    """One system on one table cell (a dataset, or one value of one axis of it)."""
 
     system: str
     dataset: str
@@ -33,6 +33,11 @@ class CellStats:
     statuses: Mapping[str, int] = field(default_factory=dict)
     #: Share of the LLM calls whose reply stopped at its token cap (None: no record counted them).
     truncated: float | None = None
+    #: Samples that ended ok but whose scorer could not decide (e.g. a math comparison that timed
+    #: out): counted wrong, as the scoring rule says, and shown so that the count is not silent.
+    undecided: int = 0
+    #: The axis of ``value`` (None for the whole dataset).
+    axis: str | None = None
 
     @property
     def n(self) -> int:
@@ -54,6 +59,8 @@ class PairedStats:
     mas: str
     sas: str
     diff: Interval
+    #: The axis of ``value`` (None for the whole dataset).
+    axis: str | None = None
 
 
 @dataclass(frozen=True)
@@ -78,24 +85,49 @@ class Summary:
     cells: tuple[CellStats, ...]
     paired: tuple[PairedStats, ...]
     expected: Mapping[str, int]
+    #: Each MASBench dataset's axis, ``"mixed"`` where it has several (each cell names its own).
     axes: Mapping[str, str]
     rounds: tuple[RoundsStats, ...] = ()
 
-    def cell(self, system: str, dataset: str, value: int | None = None) -> CellStats | None:
-        """The statistics of one cell, or None when it has no samples."""
+    def cell(
+        self, system: str, dataset: str, value: int | None = None, axis: str | None = None
+    ) -> CellStats | None:
+        """The statistics of one cell (``axis`` is needed only where the dataset has several), or
+        None when the log has no such cell (a system's whole-dataset cell is there, over no samples
+        where none finished)."""
         return next(
-            (c for c in self.cells if (c.system, c.dataset, c.value) == (system, dataset, value)), None
+            (
+                c
+                for c in self.cells
+                if (c.system, c.dataset, c.value) == (system, dataset, value)
+                and (axis is None or c.axis == axis)
+            ),
+            None,
         )
 
 
-def _cell(
-    system: str, dataset: str, value: int | None, recs: Sequence[Mapping[str, Any]], **kw: Any
-) -> CellStats:
+def _undecided(record: Mapping[str, Any]) -> bool:
+    """Whether the scorer could not decide the record's verdict (it counts as wrong).
+
+    >>> _undecided({"details": {"undecided": True}}), _undecided({"details": {}}), _undecided({})
+    (True, False, False)
+    """
+    return bool((record.get("details") or {}).get("undecided"))
+
+
+#: A cell's key: system, dataset, axis and value (axis and value None for the whole dataset).
+_Key = tuple[str, str, str | None, int | None]
+
+
+def _cell(key: _Key, recs: Sequence[Mapping[str, Any]], **kw: Any) -> CellStats:
+    system, dataset, axis, value = key
     correct = [1.0 if r.get("correct") else 0.0 for r in recs]
     return CellStats(
         system=system,
         dataset=dataset,
         value=value,
+        axis=axis,
+        undecided=sum(_undecided(r) for r in recs),
         accuracy=bootstrap_mean(correct, **kw),
         score=mean([float(r.get("score") or 0.0) for r in recs]),
         calls=mean([float(r.get("calls") or 0) for r in recs]),
@@ -162,37 +194,47 @@ def summarize(
             systems.append(r["system"])
         if r["dataset"] not in datasets:
             datasets.append(r["dataset"])
-    groups: dict[tuple[str, str, int | None], list[Mapping[str, Any]]] = {}
+    # every system gets a whole-dataset cell, over no samples where none finished: a row, not a gap
+    groups: dict[_Key, list[Mapping[str, Any]]] = {(s, d, None, None): [] for d in datasets for s in systems}
     axes: dict[str, str] = {}
     for r in records:
-        groups.setdefault((r["system"], r["dataset"], None), []).append(r)
+        groups[(r["system"], r["dataset"], None, None)].append(r)
         if r.get("axis") is not None and r.get("value") is not None:
             axes[r["dataset"]] = str(r["axis"]) if axes.get(r["dataset"], r["axis"]) == r["axis"] else "mixed"
-            groups.setdefault((r["system"], r["dataset"], int(r["value"])), []).append(r)
-    cells = [_cell(s, d, v, recs, **kw) for (s, d, v), recs in groups.items()]
-    cells.sort(key=lambda c: (datasets.index(c.dataset), c.value or -1, systems.index(c.system)))
+            # keyed by axis and value: one file may hold several axes with the same values
+            groups.setdefault((r["system"], r["dataset"], str(r["axis"]), int(r["value"])), []).append(r)
+    cells = [_cell(key, recs, **kw) for key, recs in groups.items()]
+    cells.sort(
+        key=lambda c: (
+            datasets.index(c.dataset),
+            c.axis is not None,
+            c.axis or "",
+            -1 if c.value is None else c.value,
+            systems.index(c.system),
+        )
+    )
     paired = []
     for dataset in datasets:
-        values = sorted({c.value for c in cells if c.dataset == dataset and c.value is not None})
-        for value in [None, *values]:
-            here = [c for c in cells if c.dataset == dataset and c.value == value]
-            sas = [c for c in here if modes.get(c.system) == "sas"]
+        slices = sorted({(c.axis, c.value) for c in cells if c.dataset == dataset and c.axis is not None})
+        for axis, value in [(None, None), *slices]:
+            here = [c for c in cells if c.dataset == dataset and (c.axis, c.value) == (axis, value)]
+            sas = [c for c in here if modes.get(c.system) == "sas" and c.n > 0]
             if not sas:
                 continue
             best = max(sas, key=lambda c: (c.accuracy.mean, -systems.index(c.system)))
             for c in here:
                 if modes.get(c.system) not in MULTI_AGENT_MODES:
                     continue
-                a = {r["sample_id"]: r for r in groups[(c.system, dataset, value)]}
-                b = {r["sample_id"]: r for r in groups[(best.system, dataset, value)]}
+                a = {r["sample_id"]: r for r in groups[(c.system, dataset, axis, value)]}
+                b = {r["sample_id"]: r for r in groups[(best.system, dataset, axis, value)]}
                 shared = [k for k in a if k in b]
                 diff = paired_difference(
                     [1.0 if a[k].get("correct") else 0.0 for k in shared],
                     [1.0 if b[k].get("correct") else 0.0 for k in shared],
                     **kw,
                 )
-                paired.append(PairedStats(dataset, value, c.system, best.system, diff))
+                paired.append(PairedStats(dataset, value, c.system, best.system, diff, axis))
     expected = {d["name"]: int(d.get("n", 0)) for d in header.get("datasets", [])}
-    rounds = [_rounds(s, d, recs) for (s, d, v), recs in groups.items() if v is None]
+    rounds = [_rounds(s, d, recs) for (s, d, axis, _), recs in groups.items() if axis is None]
     kept = tuple(r for r in rounds if r is not None)
     return Summary(tuple(systems), tuple(datasets), tuple(cells), tuple(paired), expected, axes, kept)

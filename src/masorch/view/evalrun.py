@@ -73,8 +73,11 @@ def table_row(record: Mapping[str, Any]) -> list[Any]:
     ]
 
 
-def _interval(iv: Interval) -> dict[str, float]:
-    return {"mean": iv.mean, "low": iv.low, "high": iv.high, "n": iv.n}
+def _interval(iv: Interval) -> dict[str, Any]:
+    """``iv`` as JSON: no mean or bounds (null) over no samples; ``degenerate`` where it has no width."""
+    if iv.n == 0:
+        return {"mean": None, "low": None, "high": None, "n": 0, "degenerate": False}
+    return {"mean": iv.mean, "low": iv.low, "high": iv.high, "n": iv.n, "degenerate": iv.degenerate}
 
 
 def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
@@ -89,6 +92,7 @@ def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
                 "system": c.system,
                 "dataset": c.dataset,
                 "value": c.value,
+                "axis": c.axis,
                 "accuracy": _interval(c.accuracy),
                 "score": c.score,
                 "calls": c.calls,
@@ -96,11 +100,19 @@ def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
                 "cost": c.cost,
                 "wall_s": c.wall_s,
                 "statuses": dict(c.statuses),
+                "undecided": c.undecided,
             }
             for c in summary.cells
         ],
         "paired": [
-            {"dataset": p.dataset, "value": p.value, "mas": p.mas, "sas": p.sas, "diff": _interval(p.diff)}
+            {
+                "dataset": p.dataset,
+                "value": p.value,
+                "axis": p.axis,
+                "mas": p.mas,
+                "sas": p.sas,
+                "diff": _interval(p.diff),
+            }
             for p in summary.paired
         ],
     }

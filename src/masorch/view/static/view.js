@@ -67,6 +67,7 @@
   }
 
   function pct(iv) {
+    if (iv.n === 0) return "n/a";
     return (100 * iv.mean).toFixed(1) + " [" + (100 * iv.low).toFixed(1) + ", " + (100 * iv.high).toFixed(1) + "]";
   }
 
@@ -176,7 +177,8 @@
       card.append(table(
         ["system", "n", "accuracy % [95% CI]", "mean score", "calls", "tokens", "cost $", "wall s", "not ok"],
         top.map((c) => [c.system, c.accuracy.n, pct(c.accuracy), fmt(c.score, 3), fmt(c.calls, 1), fmt(c.tokens, 0), fmt(c.cost, 4), fmt(c.wall_s, 2),
-          Object.entries(c.statuses).filter(([s]) => s !== "ok").map(([s, n]) => s + " " + n).join(", ") || "0"]),
+          Object.entries(c.statuses).filter(([s]) => s !== "ok").map(([s, n]) => s + " " + n)
+            .concat(c.undecided ? ["scorer undecided " + c.undecided] : []).join(", ") || "0"]),
         [1, 3, 4, 5, 6, 7],
       ));
       const paired = report.paired.filter((p) => p.dataset === dataset && p.value === null);
@@ -187,14 +189,15 @@
       }
       const plots = el("div", { class: "grid3" });
       const byValue = cells.filter((c) => c.value !== null);
-      if (byValue.length) {
-        const div = el("div", { class: "chart", id: "axis-" + dataset });
+      for (const axis of [...new Set(byValue.map((c) => c.axis))].sort()) {  // a chart per axis
+        const div = el("div", { class: "chart", id: "axis-" + dataset + "-" + axis });
         plots.append(div);
-        requestAnimationFrame(() => axisChart(div, byValue, report.axes[dataset] || "axis"));
+        const here = byValue.filter((c) => c.axis === axis);
+        requestAnimationFrame(() => axisChart(div, here, axis || "axis"));
       }
       const cdiv = el("div", { class: "chart", id: "cost-" + dataset });
       plots.append(cdiv);
-      requestAnimationFrame(() => costChart(cdiv, top));
+      requestAnimationFrame(() => costChart(cdiv, top.filter((c) => c.accuracy.n > 0)));
       card.append(plots);
       box.append(card);
     }
