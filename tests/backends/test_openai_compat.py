@@ -301,3 +301,88 @@ def test_retry_delay_grows_and_honours_retry_after() -> None:
     assert policy.delay(1, rng, retry_after_s=5.0) == 5.0
     with pytest.raises(UsageError):
         RetryPolicy(max_attempts=0)
+
+
+class _FixedReply:
+    """A server answering every POST with one fixed body (a JSON content type) on a free port."""
+
+    def __init__(self, body: bytes) -> None:
+        import http.server
+        import threading
+
+        payload = body
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length") or 0))
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # nested past the recursion limit
+        b'{"choices": [{"message": {"content": "\xff\xfe"}}]}',  # not UTF-8
+        b'{"id": ' + b"7" * 5000 + b"}",  # an integer past Python's digit limit
+    ],
+    ids=["deep", "not-utf8", "huge-int"],
+)
+async def test_a_reply_python_cannot_decode_is_a_backend_error_not_a_crash(body: bytes) -> None:
+    server = _FixedReply(body)
+    try:
+        b = OpenAIBackend("m", base_url=server.base_url, retry=FAST_RETRY, timeout_s=5)
+        with pytest.raises(BackendError) as info:
+            await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+    finally:
+        server.close()
+    assert info.value.code == "backend_malformed_reply" and "cannot be decoded" in info.value.message
+
+
+@pytest.mark.parametrize("env_name", ["OPENAI_API_KEY", "MASORCH_VLLM_API_KEY"])
+async def test_a_key_with_a_line_end_is_stripped_and_a_bad_character_refused_unshown(env_name: str) -> None:
+    from masorch.backends.registry import make_backend
+
+    with LoopbackServer() as server:
+        spec = "openai:echo-model" if env_name == "OPENAI_API_KEY" else f"vllm:{server.base_url}#echo-model"
+        env = {"OPENAI_BASE_URL": server.base_url, env_name: KEY + "\r\n"}
+        b = make_backend(spec, env=env)
+        assert (await b.complete(ASK, GenerateConfig())).text.startswith("echo:")
+        await b.aclose()
+        for bad in (KEY[:8] + "é" + KEY[8:], KEY[:8] + "\n" + KEY[8:], KEY[:8] + " " + KEY[8:]):
+            with pytest.raises(UsageError, match="a character an HTTP header cannot carry") as info:
+                make_backend(spec, env={**env, env_name: bad})
+            assert KEY[8:] not in str(info.value) and env_name in (info.value.hint or "")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "127.0.0.1:8000/v1",
+        " http://127.0.0.1:8000/v1",
+        "http://127.0.0.1:8o00/v1",
+        "http://127.0.0.1:99999/v1",
+    ],
+)
+def test_a_bad_server_url_is_refused_when_the_backend_is_built(url: str) -> None:
+    from masorch.backends.registry import make_backend
+
+    with pytest.raises(UsageError, match="the server URL"):
+        OpenAIBackend("m", env={"OPENAI_BASE_URL": url})
+    with pytest.raises(UsageError, match="the server URL"):
+        make_backend(f"vllm:{url}#m", env={})

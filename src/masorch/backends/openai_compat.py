@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from masorch.backends.base import Completion, GenerateConfig, Message, ToolCall, Usage
 from masorch.backends.chat import (
@@ -97,8 +98,18 @@ class _AttemptFailed(Exception):
 
 
 def _api_key(key: str | None, base_url: str | None, model: str) -> str:
-    """The key to send: the given one, any for a self-hosted server, else a UsageError."""
-    if key is not None:
+    """The key to send: the given one (surrounding whitespace, e.g. a file's line end, stripped), any
+    for a self-hosted server, else a UsageError. A key an HTTP header cannot carry is refused without
+    showing it: sent, it failed inside the client with the key quoted in the error."""
+    key = key.strip() if key is not None else None
+    if key:
+        if not all("!" <= ch <= "~" for ch in key):
+            raise UsageError(
+                f"the API key for {model} holds a character an HTTP header cannot carry (a space, a "
+                "control character or a non-ASCII letter)",
+                hint="check the key's variable (MASORCH_OPENAI_API_KEY, OPENAI_API_KEY or "
+                "MASORCH_VLLM_API_KEY, or the settings) for a stray character, e.g. a CRLF line end",
+            )
         return key
     if base_url is None:
         raise UsageError(
@@ -106,6 +117,28 @@ def _api_key(key: str | None, base_url: str | None, model: str) -> str:
             hint="set MASORCH_OPENAI_API_KEY (or OPENAI_API_KEY), or give a base URL of a self-hosted server",
         )
     return "EMPTY"  # self-hosted servers (vLLM, llama.cpp, Ollama) accept any key
+
+
+def check_base_url(url: str, example: str = "http://127.0.0.1:8000/v1") -> str:
+    """``url`` if it is an http(s) URL with a host and a valid port, else a UsageError naming it
+    (credentials hidden). Checked when the backend is built, not at the first call: a URL without a
+    scheme was retried as a dead server on every call, and a bad port crashed inside the client."""
+    parts = urlsplit(url)
+    try:
+        port_ok = parts.port is None or 1 <= parts.port <= 65535
+    except ValueError:  # not a number, or out of range
+        port_ok = False
+    shown = redact(url)
+    if url != url.strip() or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(
+            f"the server URL {shown!r} is not an http(s) URL with a host",
+            hint=f"e.g. {example} (no spaces around it)",
+        )
+    if not port_ok:
+        raise UsageError(
+            f"the server URL {shown!r} has an invalid port", hint=f"a number 1-65535, e.g. {example}"
+        )
+    return url
 
 
 def _first_env(env: Mapping[str, str], names: Sequence[str]) -> str | None:
@@ -172,6 +205,8 @@ class OpenAIBackend:
         env = os.environ if env is None else env
         self.model = model
         self.base_url = base_url or _first_env(env, BASE_URL_ENV)
+        if self.base_url is not None:
+            check_base_url(self.base_url)
         self._api_key = _api_key(
             api_key or _first_env(env, API_KEY_ENV), self.base_url, f"{provider}:{model}"
         )
@@ -216,7 +251,8 @@ class OpenAIBackend:
 
     def _redact(self, text: str) -> str:
         if self._api_key != "EMPTY" and len(self._api_key) >= 4:
-            text = text.replace(self._api_key, "***")
+            # also as a repr shows it (a quote or backslash in the key escaped)
+            text = text.replace(self._api_key, "***").replace(repr(self._api_key)[1:-1], "***")
         return text
 
     def _client_for_loop(self) -> Any:
@@ -452,6 +488,16 @@ class OpenAIBackend:
                 hint="a truncated reply; if it persists, check the server or a proxy in between",
                 code="backend_malformed_reply",
                 retryable=True,
+            ) from None
+        except (ValueError, RecursionError) as exc:
+            # A body JSON cannot hold as Python: not UTF-8, nested past the recursion limit, an
+            # integer of thousands of digits. A server's bug, not a transient failure.
+            why = redact(self._redact(str(exc)))[:120]
+            raise BackendError(
+                f"the server's reply cannot be decoded ({type(exc).__name__}: {why})",
+                hint="check the server or a proxy in between",
+                code="backend_malformed_reply",
+                retryable=False,
             ) from None
         except TimeoutError:
             raise BackendError(

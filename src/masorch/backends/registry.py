@@ -28,6 +28,7 @@ from masorch.backends.openai_compat import (
     OpenAIBackend,
     RetryPolicy,
     SchemaFormat,
+    check_base_url,
     redact_url,
 )
 from masorch.backends.prices import Pricing
@@ -150,9 +151,7 @@ def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backe
         raise UsageError(
             f"vllm model string {redact('vllm:' + rest)!r} lacks '#<model>'", hint=f"e.g. {example}"
         )
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise UsageError(f"vllm server URL {redact_url(url)!r} is not an http(s) URL", hint=f"e.g. {example}")
+    parts = urlsplit(check_base_url(url, example))
     if parts.path in ("", "/"):
         url = url.rstrip("/") + "/v1"
     # A self-hosted server gets its own key, never the OpenAI one from the env.
