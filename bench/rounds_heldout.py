@@ -41,6 +41,8 @@ def main() -> None:
             records = RunLog.read(Path(path))[1]
         except UsageError as exc:
             parser.error(f"{name}: {exc}")
+        # in id order: the log's order is the order runs finished, which varies with concurrency
+        records = sorted(records, key=lambda r: str(r["sample_id"]))
         runs[name] = {r["sample_id"]: EvalRecord.from_json(r) for r in records}
     print(
         "| policy | n | accuracy % [95%] | valid-call rate % [95%] | own final_answer accepted "

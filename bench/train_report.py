@@ -217,7 +217,8 @@ def before_after(run_dir: Path, suffix: str) -> None:
     }
     mode = "sampled" if suffix else "greedy"
     for tag, by_id in correct.items():
-        accuracy = bootstrap_mean(list(by_id.values())).format()
+        # in id order: the log's order is the order runs finished, which varies with concurrency
+        accuracy = bootstrap_mean([by_id[k] for k in sorted(by_id)]).format()
         print(f"held-out accuracy {mode} {tag}: {accuracy} (n={len(by_id)})")
         valid = [r for r in records[tag] if r.get("status") != "invalid_plan"]
         right = sum(bool(r.get("correct")) for r in valid)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from masorch.agents.answer import majority_vote, normalize_answer
+from masorch.eval.log import RunLog
 from masorch.score.registry import get_scorer
 from masorch.score.scorer import Scorer
 
@@ -55,7 +56,7 @@ def main() -> None:
     scorer = get_scorer("math")
     assert isinstance(scorer, Scorer)
     answers = agent_answers(args.run_dir)
-    records = [json.loads(line) for line in (args.run_dir / "log.jsonl").read_text().splitlines()]
+    _, records = RunLog.read(args.run_dir)  # the last record per sample: a retried run counts once
     rows: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     untraced = 0
     for r in records:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from masorch.masbench.axes import generate_instance
 from masorch.score.masbench import (
     compute_score,
@@ -78,3 +80,18 @@ def test_eval_offers_the_final_only_grading_as_masbench_final():
     assert (full.name, final.name) == ("masbench", "masbench_final")
     assert not full.score(r"\boxed{4} \boxed{5}", sample).correct
     assert final.score(r"\boxed{4} \boxed{5}", sample).correct
+
+
+@pytest.mark.parametrize("final_only", [False, True])
+@pytest.mark.parametrize(
+    ("box", "answer"),
+    [
+        (r"17 \mod 23", 17),
+        (r"17 \bmod 23", 17),
+        (r"17 \pmod{23}", 17),
+        ("1,000", 1000 % 23),
+        ("-1,000", -1000),
+    ],
+)
+def test_a_box_written_with_mod_or_thousands_separators_is_read(box: str, answer: int, final_only: bool):
+    assert score_masbench(rf"so \boxed{{{box}}}", [answer], final_only=final_only).correct

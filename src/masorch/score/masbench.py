@@ -12,6 +12,7 @@ from masorch.score.scorer import HasAnswer, Score, reward_value
 
 MOD = 23
 SEPARATOR = "<<horizon>>"
+_THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+")
 _INT = re.compile(r"[+-]?\d+")
 _WRAPPERS = re.compile(r"\\(?:text|mathrm|mathbf|textbf)\{([^{}]*)\}")
 
@@ -40,8 +41,8 @@ class MasbenchScore:
 def parse_int(text: str | None) -> int | None:
     """An integer answer from a box's content (``17``, ``$17$``, ``\\text{17}``, ``17.``), else None.
 
-    >>> parse_int(r"\\text{ 40 }"), parse_int("3/4")
-    (40, None)
+    >>> parse_int(r"\\text{ 40 }"), parse_int("3/4"), parse_int(r"17 \\mod 23"), parse_int("1,000")
+    (40, None, 17, 1000)
     """
     if text is None:
         return None
@@ -49,8 +50,20 @@ def parse_int(text: str | None) -> int | None:
     for _ in range(3):
         s = _WRAPPERS.sub(r"\1", s)
     s = s.replace("$", "").replace(" ", "").replace("{", "").replace("}", "").rstrip(".")
-    s = re.sub(r"\(?(?:\\pmod|mod)\d+\)?$", "", s)
+    s = re.sub(r"\(?\\?(?:p|b)?mod\d+\)?$", "", s)
+    if _THOUSANDS.fullmatch(s):
+        s = s.replace(",", "")
     return int(s) if _INT.fullmatch(s) else None
+
+
+def _parts(box: str, n: int) -> list[str]:
+    """A box's answers: several joined by ``<<horizon>>``, commas or semicolons when ``n`` (the
+    answers the task has) is above one; one otherwise, so ``1,000`` stays one number.
+
+    >>> _parts("3, 17", 2), _parts("1,000", 1)
+    (['3', ' 17'], ['1,000'])
+    """
+    return re.split(r"<<horizon>>|[,;]", box) if n > 1 else [box]
 
 
 def parse_ground_truth(ground_truth: str) -> list[int]:
@@ -65,7 +78,7 @@ def parse_ground_truth(ground_truth: str) -> list[int]:
 def _predictions(completion: str, n: int) -> tuple[list[int | None], int]:
     boxes = all_boxed(completion)
     if n > 1 and len(boxes) == 1:
-        parts = re.split(r"<<horizon>>|[,;]", boxes[0])
+        parts = _parts(boxes[0], n)
         if len(parts) == n:
             return [parse_int(p) for p in parts], 1
     chosen = boxes[-n:] if boxes else []
@@ -99,7 +112,7 @@ def score_masbench(
     """
     if final_only:
         boxes = all_boxed(completion)
-        pred = parse_int(re.split(r"<<horizon>>|[,;]", boxes[-1])[-1]) if boxes else None
+        pred = parse_int(_parts(boxes[-1], len(answers))[-1]) if boxes else None
         ok = _same(pred, answers[-1])
         return MasbenchScore(ok, (ok,), None if ok else 0, (pred,), len(boxes), None)
     n = len(answers)
