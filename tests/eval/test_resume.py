@@ -235,3 +235,28 @@ def test_resume_refuses_other_settings_and_the_report_names_them(tmp_path: Path)
     del header["settings"]
     log.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     assert runner.invoke(app, [*args, "--max-tokens", "128", "--resume"]).exit_code == 0
+
+
+def test_resume_refuses_other_prices_and_the_report_keeps_the_runs_seed(tmp_path: Path) -> None:
+    # A resume under another --price mixed the costs of two price tables in one run; `eval report`
+    # rebuilt the report with seed 0 whatever --seed the run had.
+    data = write_sums(tmp_path / "s.jsonl", 37)
+    app = typer.Typer()
+    env = EnvSpec(backend_factory=SumBackendFactory(wrong_every=3), scorer_factory=scorer_factory)
+    eval_cli.register(app, env_factory=lambda args: env)
+    out = tmp_path / "o"
+    args = ["eval", "run", "--systems", "sas:cot", "--model", "scripted:m", "--data", str(data)]
+    args += ["--out", str(out), "--no-plots", "--seed", "1", "--price", "scripted:m=1000,1000"]
+    runner = CliRunner()
+    assert runner.invoke(app, args).exit_code == 0
+    written = (out / "report.md").read_text()
+    assert "prices scripted:m=1000,1000" in written
+    for other in (["--price", "scripted:m=1,1"], []):
+        base = [a for a in args if a not in ("--price", "scripted:m=1000,1000")]
+        refused = runner.invoke(app, [*base, *other, "--resume"])
+        assert isinstance(refused.exception, UsageError), refused.output
+        assert "different settings" in str(refused.exception)
+    assert runner.invoke(app, ["eval", "report", str(out), "--no-plots"]).exit_code == 0
+    assert (out / "report.md").read_text() == written
+    assert runner.invoke(app, ["eval", "report", str(out), "--no-plots", "--seed", "0"]).exit_code == 0
+    assert (out / "report.md").read_text() != written

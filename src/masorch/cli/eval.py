@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 
 from masorch.agents.signatures import AgentProfileName, agent_profile_name
-from masorch.backends.prices import PricedFactory, price_table
+from masorch.backends.prices import PricedFactory, PriceTable, price_table
 from masorch.cli._options import MAX_CONCURRENCY, Ctx, PriceFiles, PriceFlags, Slots, Threads
 from masorch.cli._progress import counting_progress
 from masorch.errors import UsageError
@@ -225,11 +225,12 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
             traces=traces,
             use_ray=ray is not None,
             ray_address=None if ray in (None, "local") else ray,
-            settings=_settings(env_args),
+            settings=_settings(env_args) | _price_settings(table),
+            seed=seed,
         )
         console = Console(stderr=True)
         tally = _run_with_progress(console, specs, sources, out, options, env)
-        path = write_report(out, plots=plots, seed=seed)
+        path = write_report(out, plots=plots)  # with the seed its log keeps
         console.print(
             f"{tally.done}/{tally.total} samples, accuracy {100 * tally.accuracy:.1f}%, "
             f"not ok {tally.not_ok}, cost ${tally.cost:.4f}; report: {path}"
@@ -246,7 +247,9 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
     def report_cmd(
         directory: Path = typer.Argument(..., help="The --out directory of a run."),  # noqa: B008
         plots: bool = typer.Option(True, "--plots/--no-plots", help="Write plots (needs matplotlib)."),
-        seed: int = typer.Option(0, "--seed", min=0, help="Seed of the bootstrap."),
+        seed: int | None = typer.Option(
+            None, "--seed", min=0, help="Seed of the bootstrap (default: the run's --seed, kept in its log)."
+        ),
     ) -> None:
         """Rebuild DIR/report.md (and DIR/plots/) from DIR/log.jsonl alone."""
         path = write_report(directory, plots=plots, seed=seed)
@@ -262,6 +265,19 @@ def _settings(args: EnvArgs) -> dict[str, Any]:
         "judge_model": (args.scorer_options.get("llm_judge") or {}).get("model"),
     }
     return {"agents": args.agent_profile} | {k: v for k, v in given.items() if v is not None}
+
+
+def _price_settings(table: PriceTable) -> dict[str, Any]:
+    """The prices the user set (``--price``, ``--prices``, the config's ``prices:``), as the log's
+    header keeps them: a resume under other prices would mix costs (and change what a cost budget
+    stops). None set: nothing kept, so logs begun before prices were kept resume as before."""
+    if not table.prices:
+        return {}
+    return {
+        "prices": {
+            m: [p.prompt_per_m, p.completion_per_m, p.cached_prompt_per_m] for m, p in table.prices.items()
+        }
+    }
 
 
 def _run_with_progress(

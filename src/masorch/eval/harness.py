@@ -143,6 +143,8 @@ class EvalOptions:
     use_ray: bool = False
     first: tuple[str, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)
+    #: The run's seed (its ``--sample`` choice and its report's bootstrap), kept in the header.
+    seed: int = 0
 
 
 def evaluate(
@@ -166,6 +168,7 @@ def evaluate(
         "systems": [s.to_dict() for s in systems],
         "datasets": [src.describe() for src in sources],
         "settings": dict(opts.settings),
+        "seed": opts.seed,
         "started": time.time(),
     }
     every = work_items(systems, sources, opts.first)  # a bad --first fails before the log is touched

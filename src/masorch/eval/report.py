@@ -56,6 +56,18 @@ def _footnote(intervals: Sequence[Interval]) -> list[str]:
     ]
 
 
+def _setting(key: str, value: Any) -> str:
+    """One setting of the header as the report shows it; prices in the ``--price`` flag's form.
+
+    >>> _setting("max_tokens", 64), _setting("prices", {"openai:m": [0.15, 0.6, None]})
+    ('max_tokens 64', 'prices openai:m=0.15,0.6')
+    """
+    if key == "prices" and isinstance(value, Mapping):
+        shown = [f"{m}=" + ",".join(f"{x:g}" for x in p if x is not None) for m, p in value.items()]
+        return "prices " + " ".join(shown)
+    return f"{key} {value}"
+
+
 def _money(x: float) -> str:
     return f"{x:.4f}" if x else "0"
 
@@ -131,7 +143,7 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
         out.append(f"| {name} | {label} | {models} | {budget or '-'} |")
     settings = header.get("settings") or {}
     if settings:
-        out += ["", "Settings: " + ", ".join(f"{k} {v}" for k, v in settings.items()) + "."]
+        out += ["", "Settings: " + ", ".join(_setting(k, v) for k, v in settings.items()) + "."]
     out += [
         "",
         "Accuracy counts every finished sample (a run that did not end ok is wrong); intervals are "
@@ -161,9 +173,19 @@ def render_markdown(summary: Summary, header: Mapping[str, Any], *, plots: Seque
     return "\n".join(out) + "\n"
 
 
-def write_report(directory: Path, *, plots: bool = True, n_boot: int = N_BOOT, seed: int = 0) -> Path:
-    """Rebuild ``report.md`` (and, with ``plots`` and matplotlib, ``plots/``) from ``log.jsonl``."""
+def write_report(
+    directory: Path, *, plots: bool = True, n_boot: int = N_BOOT, seed: int | None = None
+) -> Path:
+    """Rebuild ``report.md`` (and, with ``plots`` and matplotlib, ``plots/``) from ``log.jsonl``;
+    the bootstrap's ``seed`` is the one the log's header keeps (0 for a log without one) unless given."""
     header, records = RunLog.read(directory)
+    if seed is None:
+        seed = header.get("seed", 0)
+        if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+            raise UsageError(
+                f"{directory / LOG_FILE}: the header's seed {str(seed)[:40]!r} is not an integer >= 0",
+                hint="the run log was edited; give the bootstrap's seed with --seed",
+            )
     try:
         summary = summarize(header, records, n_boot=n_boot, seed=seed)
         written: list[str] = []
