@@ -1,4 +1,5 @@
-"""The record/replay cache: hits, misses, replay, sample distinctness, persistence, concurrency."""
+"""The record/replay cache: hits, misses, replay, sample distinctness, persistence, concurrency and
+failures of the cache file."""
 
 from __future__ import annotations
 
@@ -179,3 +180,68 @@ def test_an_sqlite_file_of_something_else_is_refused_untouched(tmp_path: Path) -
         assert tables == [schema.split()[2]]
     ResponseCache(tmp_path / "fresh.sqlite")  # a new file, and one of ours, open as before
     ResponseCache(tmp_path / "fresh.sqlite")
+
+
+def _sqlite(path: Path, *statements: str) -> None:
+    """Run ``statements`` on ``path`` as another program would (an sqlite3 shell)."""
+    conn = sqlite3.connect(path)
+    with conn:
+        for statement in statements:
+            conn.execute(statement)
+    conn.close()
+
+
+async def test_a_failed_store_reaches_every_caller_of_a_shared_call(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cached = CachedBackend(counter_backend(delay_s=0.2), ResponseCache(path))
+    # Another program makes every write fail (as a full disk or a lock past the timeout would).
+    _sqlite(
+        path, "CREATE TRIGGER refuse BEFORE INSERT ON completions BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+    )
+    calls = asyncio.gather(
+        *[cached.complete(ASK, GenerateConfig()) for _ in range(2)], return_exceptions=True
+    )
+    results = await asyncio.wait_for(calls, timeout=10)  # the second caller used to wait forever
+    for result in results:
+        assert isinstance(result, UsageError) and result.code == "cache_error"
+        assert str(path) in result.message and "disk full" in result.message and result.hint
+    assert len(cached.inner.calls) == 1  # type: ignore[attr-defined]
+
+
+async def test_a_locked_cache_does_not_stall_the_event_loop(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cached = CachedBackend(counter_backend(), ResponseCache(path))
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(asyncio.TimeoutError):  # the deadline fires while the store waits
+            await asyncio.wait_for(cached.complete(ASK, GenerateConfig()), timeout=0.5)
+        assert asyncio.get_running_loop().time() - started < 5
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+async def test_a_damaged_cache_is_a_usage_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    recorder = CachedBackend(counter_backend(), cache)
+    for i in range(40):
+        await recorder.complete([Message("user", f"{i} " + "x" * 3000)], GenerateConfig())
+    cache.close()
+    data = path.read_bytes()  # the header page intact, the rest overwritten
+    path.write_bytes(data[:4096] + b"\xff" * (len(data) - 4096))
+    damaged = CachedBackend(counter_backend(), ResponseCache(path))
+    with pytest.raises(UsageError, match="malformed") as info:
+        await damaged.complete([Message("user", "3 " + "x" * 3000)], GenerateConfig())
+    assert info.value.code == "cache_error" and str(path) in info.value.message
+    assert "delete the file" in info.value.hint
+
+    row = tmp_path / "row.sqlite"
+    cached = CachedBackend(counter_backend(), ResponseCache(row))
+    await cached.complete(ASK, GenerateConfig())
+    _sqlite(row, """UPDATE completions SET completion = '{"text": 1}'""")
+    with pytest.raises(UsageError, match="cannot read entry") as info:
+        await cached.complete(ASK, GenerateConfig())
+    assert info.value.code == "cache_error" and str(row) in info.value.message
