@@ -1,5 +1,5 @@
-"""The record/replay cache: hits, misses, replay, sample distinctness, persistence, concurrency and
-failures of the cache file."""
+"""The record/replay cache: hits, misses, replay, sample distinctness, persistence, concurrency,
+failures of the cache file and read-only replay."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from masorch.backends.base import Backend, GenerateConfig, Message, ToolCall, ToolSpec
-from masorch.backends.cache import CachedBackend, ResponseCache, cache_key
+from masorch.backends.cache import CachedBackend, CachingFactory, ResponseCache, cache_key
 from masorch.backends.scripted import ScriptedBackend
 from masorch.errors import BackendError, UsageError
 
@@ -245,3 +245,38 @@ async def test_a_damaged_cache_is_a_usage_error_naming_the_file(tmp_path: Path) 
     with pytest.raises(UsageError, match="cannot read entry") as info:
         await cached.complete(ASK, GenerateConfig())
     assert info.value.code == "cache_error" and str(row) in info.value.message
+
+
+async def test_replay_reads_the_cache_without_writing_to_it(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    recorded = await CachedBackend(counter_backend(), cache).complete(ASK, GenerateConfig())
+    cache.close()
+    path.chmod(0o444)  # a write-protected file (root may write it anyway: the checks below hold for all)
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    replay = CachingFactory(lambda spec: counter_backend(), path, "replay")("scripted:counter")
+    hit = await replay.complete(ASK, GenerateConfig())
+    assert hit.cached and hit.text == recorded.text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.sqlite"]  # no -wal, no -shm
+    replay.cache.close()  # type: ignore[attr-defined]
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.sqlite"]
+
+
+async def test_replay_sees_a_recording_still_open(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    recorder = CachedBackend(counter_backend(), ResponseCache(path))
+    recorded = await recorder.complete(ASK, GenerateConfig())  # still in the -wal file
+    replay = CachingFactory(lambda spec: counter_backend(), path, "replay")("scripted:counter")
+    assert (await replay.complete(ASK, GenerateConfig())).text == recorded.text
+
+
+def test_replay_of_a_missing_or_empty_cache_says_so(tmp_path: Path) -> None:
+    missing = tmp_path / "none.sqlite"
+    with pytest.raises(UsageError, match=r"no response cache at .*none\.sqlite to replay") as info:
+        CachingFactory(lambda spec: counter_backend(), missing, "replay")("scripted:counter")
+    assert "record" in info.value.hint and not missing.exists()
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    with pytest.raises(UsageError, match="holds no recorded completions"):
+        CachingFactory(lambda spec: counter_backend(), empty, "replay")("scripted:counter")

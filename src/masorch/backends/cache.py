@@ -2,9 +2,9 @@
 
 The key is the sha256 of the model id, the messages and :meth:`GenerateConfig.cache_key_fields`
 (which include ``sample_index``, so the n samples of one prompt stay distinct). Replay mode answers
-only from the cache, which makes runs and rewards reproducible and lets tests run without a model.
-A damaged, locked or unwritable cache file is a :class:`~masorch.errors.UsageError` coded
-``cache_error`` that names the file and the fix.
+only from the cache, which makes runs and rewards reproducible and lets tests run without a model;
+it opens the file read-only. A damaged, locked or unwritable cache file is a
+:class:`~masorch.errors.UsageError` coded ``cache_error`` that names the file and the fix.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ CACHE_MODES: tuple[str, ...] = get_args(CacheMode)
 _SCHEMA_VERSION = 1
 #: How long a call waits for another process's write lock on the cache file.
 _BUSY_TIMEOUT_S = 30.0
+_RECORD_FIRST = "record it first (cache mode read_write or record), or give the path of a recorded cache"
 
 
 def _plain(value: Any) -> Any:
@@ -108,31 +109,49 @@ def _cache_error(path: str, exc: Exception, action: str) -> UsageError:
             f"{_BUSY_TIMEOUT_S:g} s: let it finish, or give this run another cache path"
         )
     elif "readonly" in text or isinstance(exc, PermissionError):
-        hint = "make the file and its folder writable, or use another path"
+        hint = "make the file and its folder writable, replay it (replay only reads), or use another path"
     else:
         hint = "delete the file (its recorded answers are lost) or give another cache path"
     return UsageError(f"cannot {action} the response cache {path}: {text}", hint=hint, code="cache_error")
 
 
+def _open_read_only(path: str) -> sqlite3.Connection:
+    """A connection that reads the cache file at ``path`` and writes nothing, not even beside it."""
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"there is no response cache at {path} to replay", hint=_RECORD_FIRST)
+    # SQLite opens a WAL file read-only by creating -wal and -shm files beside it, which it then
+    # cannot remove. Without a -wal file no writer has answers pending, and `immutable` reads the
+    # file as it is; with one (a recording running, or stopped uncleanly) its answers are needed.
+    flags = "mode=ro" if Path(f"{path}-wal").exists() else "mode=ro&immutable=1"
+    uri = f"{file.resolve().as_uri()}?{flags}"
+    return sqlite3.connect(uri, uri=True, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
+
+
 class ResponseCache:
     """Completions stored in one SQLite file (WAL mode), safe to share between tasks and threads.
 
-    ``path`` may be ``":memory:"`` for a throwaway cache. Every SQLite failure (a damaged file, a
-    lock held past the busy timeout, a write refused) is a :class:`UsageError` coded ``cache_error``.
+    ``path`` may be ``":memory:"`` for a throwaway cache. ``read_only`` (replay) opens an existing
+    cache without writing anything: no journal switch, no schema, no ``-wal``/``-shm`` files beside
+    it, so a write-protected file or one on read-only media replays; a missing file is an error.
+    Every SQLite failure (a damaged file, a lock held past the busy timeout, a write refused) is a
+    :class:`UsageError` coded ``cache_error``.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = str(path)
+        self.read_only = read_only
         self._lock = threading.Lock()
         with self._guard("open"):
             self._conn = self._connect()
             with self._lock, self._conn:
                 self._check_schema()
-                self._conn.execute(
-                    "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model_id TEXT NOT NULL, "
-                    "request TEXT NOT NULL, completion TEXT NOT NULL, created_at REAL NOT NULL)"
-                )
-                self._conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+                if not read_only:
+                    self._conn.execute(
+                        "CREATE TABLE IF NOT EXISTS completions (key TEXT PRIMARY KEY, model_id TEXT "
+                        "NOT NULL, request TEXT NOT NULL, completion TEXT NOT NULL, created_at REAL NOT NULL)"
+                    )
+                    self._conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
 
     @contextlib.contextmanager
     def _guard(self, action: str) -> Iterator[None]:
@@ -143,6 +162,8 @@ class ResponseCache:
             raise _cache_error(self.path, exc, action) from None
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only:
+            return _open_read_only(self.path)
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(self.path, check_same_thread=False, timeout=_BUSY_TIMEOUT_S)
@@ -153,7 +174,7 @@ class ResponseCache:
     def _check_schema(self) -> None:
         """A UsageError for a cache of another schema version, an SQLite file that is not a masorch
         cache (other tables, or a ``completions`` table of other columns: it must not be written into,
-        nor fail every call)."""
+        nor fail every call), or, read-only, a file with no completions table."""
         version = self._conn.execute("PRAGMA user_version").fetchone()[0]
         if version not in (0, _SCHEMA_VERSION):
             raise UsageError(
@@ -167,6 +188,8 @@ class ResponseCache:
                 f"{self.path} is an SQLite file of something else, not a masorch response cache",
                 hint="give the cache a new file name (or the file of an earlier masorch run)",
             )
+        if self.read_only and not columns:
+            raise UsageError(f"{self.path} holds no recorded completions to replay", hint=_RECORD_FIRST)
 
     def get(self, key: str) -> Completion | None:
         """The stored completion for ``key``, or None."""
@@ -294,7 +317,8 @@ class CachingFactory:
     """A backend factory whose backends record and replay through the cache at ``path``.
 
     ``mode`` as :class:`CachedBackend`'s: ``replay`` answers from the cache only (a miss is a
-    ``cache_miss`` error), ``read_write`` fills it as it goes. Picklable when ``factory`` is.
+    ``cache_miss`` error) and opens it read-only, ``read_write`` fills it as it goes. Picklable when
+    ``factory`` is.
     """
 
     factory: Callable[[str], Backend]
@@ -302,4 +326,5 @@ class CachingFactory:
     mode: CacheMode = "read_write"
 
     def __call__(self, spec: str) -> Backend:
-        return CachedBackend(self.factory(spec), ResponseCache(self.path), self.mode)
+        cache = ResponseCache(self.path, read_only=self.mode == "replay")
+        return CachedBackend(self.factory(spec), cache, self.mode)
