@@ -1,17 +1,21 @@
 """The record/replay cache: hits, misses, replay, sample distinctness, persistence, concurrency,
-failures of the cache file and read-only replay."""
+failures of the cache file, read-only replay and the server URL in the key."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
 
-from masorch.backends.base import Backend, GenerateConfig, Message, ToolCall, ToolSpec
+from masorch.backends.base import Backend, Completion, GenerateConfig, Message, ToolCall, ToolSpec
 from masorch.backends.cache import CachedBackend, CachingFactory, ResponseCache, cache_key
+from masorch.backends.loopback import LoopbackServer
+from masorch.backends.openai_compat import OpenAIBackend
+from masorch.backends.registry import BackendSettings, make_backend
 from masorch.backends.scripted import ScriptedBackend
 from masorch.errors import BackendError, UsageError
 
@@ -280,3 +284,27 @@ def test_replay_of_a_missing_or_empty_cache_says_so(tmp_path: Path) -> None:
     empty.touch()
     with pytest.raises(UsageError, match="holds no recorded completions"):
         CachingFactory(lambda spec: counter_backend(), empty, "replay")("scripted:counter")
+
+
+async def test_openai_answers_from_two_servers_do_not_mix(tmp_path: Path) -> None:
+    settings = BackendSettings(openai_api_key="sk-test-SECRET", cache_path=tmp_path / "c.sqlite")
+    with LoopbackServer() as first, LoopbackServer() as second:
+        for server in (first, second, first):
+            at = dataclasses.replace(settings, openai_base_url=server.base_url)
+            backend = make_backend("openai:echo-model", settings=at, env={})
+            await backend.complete(ASK, GenerateConfig())
+            await backend.aclose()
+        assert (first.request_count, second.request_count) == (1, 1)
+
+
+async def test_the_cache_id_adds_a_non_default_server_url_without_credentials() -> None:
+    plain = OpenAIBackend("m", api_key="sk-x", env={})
+    official = OpenAIBackend("m", api_key="sk-x", base_url="https://api.openai.com/v1/", env={})
+    assert plain.cache_id == official.cache_id == "openai:m"
+    cache = ResponseCache(":memory:")  # an entry recorded before the URL counted still answers
+    cache.put(cache_key("openai:m", ASK, GenerateConfig()), "openai:m", "{}", Completion(text="old"))
+    assert (await CachedBackend(official, cache, "replay").complete(ASK, GenerateConfig())).text == "old"
+    proxy = OpenAIBackend("m", base_url="http://user:pw-SECRET@10.0.0.1:8000/v1?key=SECRET2", env={})
+    assert proxy.cache_id == "openai:m@http://10.0.0.1:8000/v1" and proxy.model_id == "openai:m"
+    vllm = make_backend("vllm:http://user:pw@127.0.0.1:8000/v1#m", env={})
+    assert vllm.cache_id == vllm.model_id == "vllm:http://127.0.0.1:8000/v1#m"  # type: ignore[attr-defined]

@@ -1,10 +1,11 @@
 """A content-addressed record/replay cache of completions (SQLite), and a Backend wrapper that uses it.
 
-The key is the sha256 of the model id, the messages and :meth:`GenerateConfig.cache_key_fields`
-(which include ``sample_index``, so the n samples of one prompt stay distinct). Replay mode answers
-only from the cache, which makes runs and rewards reproducible and lets tests run without a model;
-it opens the file read-only. A damaged, locked or unwritable cache file is a
-:class:`~masorch.errors.UsageError` coded ``cache_error`` that names the file and the fix.
+The key is the sha256 of the model id (a backend's ``cache_id`` where it has one), the messages and
+:meth:`GenerateConfig.cache_key_fields` (which include ``sample_index``, so the n samples of one
+prompt stay distinct). Replay mode answers only from the cache, which makes runs and rewards
+reproducible and lets tests run without a model; it opens the file read-only. A damaged, locked or
+unwritable cache file is a :class:`~masorch.errors.UsageError` coded ``cache_error`` that names the
+file and the fix.
 """
 
 from __future__ import annotations
@@ -220,6 +221,12 @@ class ResponseCache:
             self._conn.close()
 
 
+def _cache_id(backend: Backend) -> str:
+    """What a cache key names the model by: the backend's ``cache_id`` where it has one, else its model id."""
+    cache_id = getattr(backend, "cache_id", None)
+    return cache_id if isinstance(cache_id, str) else backend.model_id
+
+
 class CachedBackend:
     """A Backend that answers from a :class:`ResponseCache` where it can.
 
@@ -229,8 +236,10 @@ class CachedBackend:
     with ``cached=True`` and ``attempts=0`` (no request was sent) and the lookup time as latency; its
     usage is the recorded one, so ledgers should count a cached call as free. Identical requests in
     flight at once share one call to ``inner``, and its answer or its error reaches each of them.
-    The cache file is read and written in a worker thread, so that a lock held by another process
-    does not stall the event loop.
+    The key names the model by ``inner.cache_id`` where ``inner`` has one (an OpenAI-compatible
+    backend's adds a non-default server URL), else by ``inner.model_id``. The cache file is read
+    and written in a worker thread, so that a lock held by another process does not stall the event
+    loop.
     """
 
     def __init__(self, inner: Backend, cache: ResponseCache, mode: CacheMode = "read_write") -> None:
@@ -254,7 +263,7 @@ class CachedBackend:
         if self.mode == "off":
             return await self.inner.complete(messages, config)
         start = time.perf_counter()
-        request = request_json(self.model_id, messages, config)
+        request = request_json(_cache_id(self.inner), messages, config)
         key = hashlib.sha256(request.encode()).hexdigest()
         if self.mode != "record":
             hit = await asyncio.to_thread(self.cache.get, key)
