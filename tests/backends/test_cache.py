@@ -1,16 +1,21 @@
-"""The record/replay cache: hits, misses, replay, sample distinctness, persistence, concurrency."""
+"""The record/replay cache: hits, misses, replay, sample distinctness, persistence, concurrency,
+failures of the cache file, read-only replay and the server URL in the key."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
 
-from masorch.backends.base import Backend, GenerateConfig, Message, ToolCall, ToolSpec
-from masorch.backends.cache import CachedBackend, ResponseCache, cache_key
+from masorch.backends.base import Backend, Completion, GenerateConfig, Message, ToolCall, ToolSpec
+from masorch.backends.cache import CachedBackend, CachingFactory, ResponseCache, cache_key
+from masorch.backends.loopback import LoopbackServer
+from masorch.backends.openai_compat import OpenAIBackend
+from masorch.backends.registry import BackendSettings, make_backend
 from masorch.backends.scripted import ScriptedBackend
 from masorch.errors import BackendError, UsageError
 
@@ -179,3 +184,127 @@ def test_an_sqlite_file_of_something_else_is_refused_untouched(tmp_path: Path) -
         assert tables == [schema.split()[2]]
     ResponseCache(tmp_path / "fresh.sqlite")  # a new file, and one of ours, open as before
     ResponseCache(tmp_path / "fresh.sqlite")
+
+
+def _sqlite(path: Path, *statements: str) -> None:
+    """Run ``statements`` on ``path`` as another program would (an sqlite3 shell)."""
+    conn = sqlite3.connect(path)
+    with conn:
+        for statement in statements:
+            conn.execute(statement)
+    conn.close()
+
+
+async def test_a_failed_store_reaches_every_caller_of_a_shared_call(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cached = CachedBackend(counter_backend(delay_s=0.2), ResponseCache(path))
+    # Another program makes every write fail (as a full disk or a lock past the timeout would).
+    _sqlite(
+        path, "CREATE TRIGGER refuse BEFORE INSERT ON completions BEGIN SELECT RAISE(ABORT, 'disk full'); END"
+    )
+    calls = asyncio.gather(
+        *[cached.complete(ASK, GenerateConfig()) for _ in range(2)], return_exceptions=True
+    )
+    results = await asyncio.wait_for(calls, timeout=10)  # the second caller used to wait forever
+    for result in results:
+        assert isinstance(result, UsageError) and result.code == "cache_error"
+        assert str(path) in result.message and "disk full" in result.message and result.hint
+    assert len(cached.inner.calls) == 1  # type: ignore[attr-defined]
+
+
+async def test_a_locked_cache_does_not_stall_the_event_loop(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cached = CachedBackend(counter_backend(), ResponseCache(path))
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(asyncio.TimeoutError):  # the deadline fires while the store waits
+            await asyncio.wait_for(cached.complete(ASK, GenerateConfig()), timeout=0.5)
+        assert asyncio.get_running_loop().time() - started < 5
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+async def test_a_damaged_cache_is_a_usage_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    recorder = CachedBackend(counter_backend(), cache)
+    for i in range(40):
+        await recorder.complete([Message("user", f"{i} " + "x" * 3000)], GenerateConfig())
+    cache.close()
+    data = path.read_bytes()  # the header page intact, the rest overwritten
+    path.write_bytes(data[:4096] + b"\xff" * (len(data) - 4096))
+    damaged = CachedBackend(counter_backend(), ResponseCache(path))
+    with pytest.raises(UsageError, match="malformed") as info:
+        await damaged.complete([Message("user", "3 " + "x" * 3000)], GenerateConfig())
+    assert info.value.code == "cache_error" and str(path) in info.value.message
+    assert "delete the file" in info.value.hint
+
+    row = tmp_path / "row.sqlite"
+    cached = CachedBackend(counter_backend(), ResponseCache(row))
+    await cached.complete(ASK, GenerateConfig())
+    _sqlite(row, """UPDATE completions SET completion = '{"text": 1}'""")
+    with pytest.raises(UsageError, match="cannot read entry") as info:
+        await cached.complete(ASK, GenerateConfig())
+    assert info.value.code == "cache_error" and str(row) in info.value.message
+
+
+async def test_replay_reads_the_cache_without_writing_to_it(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    cache = ResponseCache(path)
+    recorded = await CachedBackend(counter_backend(), cache).complete(ASK, GenerateConfig())
+    cache.close()
+    path.chmod(0o444)  # a write-protected file (root may write it anyway: the checks below hold for all)
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+    replay = CachingFactory(lambda spec: counter_backend(), path, "replay")("scripted:counter")
+    hit = await replay.complete(ASK, GenerateConfig())
+    assert hit.cached and hit.text == recorded.text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.sqlite"]  # no -wal, no -shm
+    replay.cache.close()  # type: ignore[attr-defined]
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.sqlite"]
+
+
+async def test_replay_sees_a_recording_still_open(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    recorder = CachedBackend(counter_backend(), ResponseCache(path))
+    recorded = await recorder.complete(ASK, GenerateConfig())  # still in the -wal file
+    replay = CachingFactory(lambda spec: counter_backend(), path, "replay")("scripted:counter")
+    assert (await replay.complete(ASK, GenerateConfig())).text == recorded.text
+
+
+def test_replay_of_a_missing_or_empty_cache_says_so(tmp_path: Path) -> None:
+    missing = tmp_path / "none.sqlite"
+    with pytest.raises(UsageError, match=r"no response cache at .*none\.sqlite to replay") as info:
+        CachingFactory(lambda spec: counter_backend(), missing, "replay")("scripted:counter")
+    assert "record" in info.value.hint and not missing.exists()
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    with pytest.raises(UsageError, match="holds no recorded completions"):
+        CachingFactory(lambda spec: counter_backend(), empty, "replay")("scripted:counter")
+
+
+async def test_openai_answers_from_two_servers_do_not_mix(tmp_path: Path) -> None:
+    settings = BackendSettings(openai_api_key="sk-test-SECRET", cache_path=tmp_path / "c.sqlite")
+    with LoopbackServer() as first, LoopbackServer() as second:
+        for server in (first, second, first):
+            at = dataclasses.replace(settings, openai_base_url=server.base_url)
+            backend = make_backend("openai:echo-model", settings=at, env={})
+            await backend.complete(ASK, GenerateConfig())
+            await backend.aclose()
+        assert (first.request_count, second.request_count) == (1, 1)
+
+
+async def test_the_cache_id_adds_a_non_default_server_url_without_credentials() -> None:
+    plain = OpenAIBackend("m", api_key="sk-x", env={})
+    official = OpenAIBackend("m", api_key="sk-x", base_url="https://api.openai.com/v1/", env={})
+    assert plain.cache_id == official.cache_id == "openai:m"
+    cache = ResponseCache(":memory:")  # an entry recorded before the URL counted still answers
+    cache.put(cache_key("openai:m", ASK, GenerateConfig()), "openai:m", "{}", Completion(text="old"))
+    assert (await CachedBackend(official, cache, "replay").complete(ASK, GenerateConfig())).text == "old"
+    proxy = OpenAIBackend("m", base_url="http://user:pw-SECRET@10.0.0.1:8000/v1?key=SECRET2", env={})
+    assert proxy.cache_id == "openai:m@http://10.0.0.1:8000/v1" and proxy.model_id == "openai:m"
+    vllm = make_backend("vllm:http://user:pw@127.0.0.1:8000/v1#m", env={})
+    assert vllm.cache_id == vllm.model_id == "vllm:http://127.0.0.1:8000/v1#m"  # type: ignore[attr-defined]

@@ -245,6 +245,16 @@ class OpenAIBackend:
         """The ``provider:model`` string; never contains the key."""
         return self._model_id
 
+    @property
+    def cache_id(self) -> str:
+        """What a record/replay cache keys this backend's answers by: the model id, and the server's
+        URL (without credentials) where one other than OpenAI's is set and the model id lacks it
+        (a ``vllm:`` id names its server; ``openai:m`` answers from two servers must not mix)."""
+        url = redact_url(self.base_url).rstrip("/") if self.base_url else ""
+        if url in ("", "https://api.openai.com/v1") or url in self._model_id:
+            return self._model_id
+        return f"{self._model_id}@{url}"
+
     def __repr__(self) -> str:
         url = redact_url(self.base_url) if self.base_url else "default"
         return f"OpenAIBackend(model_id={self._model_id!r}, base_url={url!r})"

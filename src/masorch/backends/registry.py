@@ -107,7 +107,8 @@ def make_backend(
     else:  # "scripted": check_model_string has rejected every other provider
         raise _scripted_error()
     if settings.cache_path is not None and settings.cache_mode != "off":
-        backend = CachedBackend(backend, ResponseCache(settings.cache_path), settings.cache_mode)
+        cache = ResponseCache(settings.cache_path, read_only=settings.cache_mode == "replay")
+        backend = CachedBackend(backend, cache, settings.cache_mode)
     return backend
 
 
