@@ -387,10 +387,15 @@ def test_a_cost_budget_stops_the_run_at_the_call_that_would_exceed_it(tmp_path):
     out = json.loads(result.stdout)
     assert (out["status"], out["usage"]["calls"], result.exit_code) == ("budget", 3, 1)
     assert out["usage"]["cost"] == pytest.approx(0.03)
-    # Unpriced (a scripted or local model), the same run costs nothing and the budget never trips.
+    # Unpriced (a scripted or local model), every call costs nothing and the budget could never trip:
+    # refused before anything runs, naming the fix.
     free = CliRunner().invoke(_thousand_token_app(CHAIN), [*ARGS, "--json", "--budget-cost", "0.025"])
-    out = json.loads(free.stdout)
-    assert (out["status"], out["usage"]["calls"], out["usage"]["cost"]) == ("ok", 4, 0.0)
+    assert isinstance(free.exception, UsageError) and "none of its models has a price" in str(free.exception)
+    assert "--price" in free.exception.hint
+    # One model priced: the budget counts its calls.
+    half = [*ARGS, "--json", "--price", "scripted:sub=10,0", "--budget-cost", "0.015"]
+    out = json.loads(CliRunner().invoke(_thousand_token_app(CHAIN), half).stdout)
+    assert out["status"] == "budget"
 
 
 def test_a_bad_price_flag_is_a_usage_error():

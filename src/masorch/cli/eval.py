@@ -27,7 +27,7 @@ from masorch.eval.harness import EnvSpec, EvalOptions, Tally, evaluate
 from masorch.eval.log import check_run_dir
 from masorch.eval.report import write_report
 from masorch.eval.sources import resolve_all
-from masorch.eval.systems import check_systems, systems_from_flags
+from masorch.eval.systems import check_cost_budgets, check_systems, systems_from_flags
 from masorch.run.system import System
 from masorch.score.registry import canonical_scorer
 
@@ -216,6 +216,7 @@ def register(app: typer.Typer, *, env_factory: EnvFactory | None = None) -> None
         env_args = EnvArgs(cache, max_tokens, threads, scorer_options, slots, profile, ctx)
         env = (env_factory or default_env_factory)(env_args)
         table = price_table(files=prices, flags=price, config=config)
+        check_cost_budgets(specs, table)
         env = dataclasses.replace(env, backend_factory=PricedFactory(env.backend_factory, table))
         options = EvalOptions(
             concurrency=concurrency,

@@ -239,8 +239,12 @@ def register(
         )
         if cache is not None:
             make_backend = CachingFactory(make_backend, cache, "replay" if replay else "read_write")
+        from masorch.eval.systems import check_cost_budgets
+
+        table = price_table(files=prices, flags=price)
+        check_cost_budgets([system], table)
         env = EnvSpec(
-            backend_factory=PricedFactory(make_backend, price_table(files=prices, flags=price)),
+            backend_factory=PricedFactory(make_backend, table),
             agents_factory=_agents_factory(agents_factory, max_tokens, agent_profile, system),
             retriever_factory=retriever_factory or default_retriever_factory,
         )

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from masorch.agents.signatures import AgentProfileName
+from masorch.backends.prices import PriceTable
 from masorch.errors import UsageError
 from masorch.files import MAX_YAML_BYTES, load_yaml, read_text
+from masorch.redact import redact
 from masorch.run.system import ROUNDS_ONLY, System
 
 
@@ -139,6 +141,24 @@ def check_systems(
         if s.prompt_file is not None:  # read by every sample's orchestrator: a bad one fails them all
             dom = s.dom or DoM.HIGH
             _in_system(f"system {s.label!r} prompt_file", load_prompt_file, s.prompt_file, dom)
+
+
+def check_cost_budgets(specs: Sequence[System], table: PriceTable) -> None:
+    """A UsageError for a system with a cost budget none of whose models has a price: every call
+    costs 0 there, so the budget could never stop a run (a dated snapshot such as
+    ``openai:gpt-4o-mini-2024-07-18``, or a local or self-hosted model, has no built-in price)."""
+    for s in specs:
+        if s.budget.max_cost is None:
+            continue
+        models = s.model_strings()
+        if not any(table.lookup(m) is not None for m in models):
+            raise UsageError(
+                f"system {s.label!r} has a cost budget ({s.budget.max_cost:g} dollars), but none of its "
+                f"models has a price ({', '.join(redact(m) for m in models)}): it would never stop a run",
+                hint="price them with --price MODEL=IN,OUT (dollars per million tokens) or --prices FILE, "
+                "or use --budget-tokens or --budget-calls",
+                code="bad_argument",
+            )
 
 
 def _in_system(where: str, check: Callable[..., object], *args: Any, **kwargs: Any) -> None:
