@@ -386,3 +386,38 @@ def test_a_bad_server_url_is_refused_when_the_backend_is_built(url: str) -> None
         OpenAIBackend("m", env={"OPENAI_BASE_URL": url})
     with pytest.raises(UsageError, match="the server URL"):
         make_backend(f"vllm:{url}#m", env={})
+
+
+async def test_usage_counts_that_are_not_counts_are_estimated_not_taken() -> None:
+    reply = {
+        "choices": [{"message": {"role": "assistant", "content": "four"}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": -50,
+            "completion_tokens": True,
+            "prompt_tokens_details": {"cached_tokens": -3},
+        },
+    }
+    server = _FixedReply(json.dumps(reply).encode())
+    try:
+        b = OpenAIBackend("m", base_url=server.base_url, retry=FAST_RETRY, pricing=Pricing(1000.0, 1000.0))
+        c = await b.complete(ASK, GenerateConfig())
+        await b.aclose()
+    finally:
+        server.close()
+    assert c.text == "four" and c.usage.estimated
+    assert c.usage.prompt_tokens > 0 and c.usage.completion_tokens > 0 and c.usage.cached_prompt_tokens == 0
+    assert c.usage.cost > 0  # a negative count no longer lowers what a cost budget has counted
+
+
+def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
+    import email.utils
+    import time
+
+    from masorch.backends.openai_compat import retry_after_seconds
+
+    soon = email.utils.formatdate(time.time() + 30, usegmt=True)
+    assert 25 <= (retry_after_seconds(soon) or 0) <= 31
+    assert retry_after_seconds(email.utils.formatdate(time.time() - 30, usegmt=True)) == 0.0
+    assert retry_after_seconds("2.5") == 2.5
+    assert retry_after_seconds("inf") is None and retry_after_seconds("-1") == 0.0
+    assert retry_after_seconds("tomorrow") is None

@@ -141,6 +141,41 @@ def check_base_url(url: str, example: str = "http://127.0.0.1:8000/v1") -> str:
     return url
 
 
+def _count(value: Any) -> int | None:
+    """A token count a server reported, or None where it is not one (missing, negative, a bool, a
+    float): then the count is estimated, as for a server that reports none.
+
+    >>> _count(12), _count(-50), _count(True), _count("7")
+    (12, None, None, None)
+    """
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def retry_after_seconds(header: str, now: float | None = None) -> float | None:
+    """The wait a ``Retry-After`` header asks for: seconds, or an HTTP date (RFC 9110); None for
+    anything else (then the backoff alone decides).
+
+    >>> retry_after_seconds("3"), retry_after_seconds("soon"), retry_after_seconds("nan")
+    (3.0, None, None)
+    >>> retry_after_seconds("Wed, 21 Oct 2015 07:28:10 GMT", now=1445412480.0)
+    10.0
+    """
+    import email.utils
+    import math
+
+    try:
+        seconds = float(header)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(header)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # an HTTP date is GMT
+            return None
+        seconds = when.timestamp() - (time.time() if now is None else now)
+    return max(0.0, seconds) if math.isfinite(seconds) else None
+
+
 def _first_env(env: Mapping[str, str], names: Sequence[str]) -> str | None:
     for name in names:
         value = env.get(name)
@@ -541,10 +576,7 @@ class OpenAIBackend:
         retry_after: float | None = None
         header = exc.response.headers.get("retry-after") if exc.response is not None else None
         if header:
-            try:
-                retry_after = float(header)
-            except ValueError:
-                retry_after = None
+            retry_after = retry_after_seconds(header)
         if status >= 400 and _CONTEXT_EXCEEDED.search(detail):
             err = BackendError(
                 f"the request does not fit the model's context (HTTP {status}): {detail}",
@@ -681,28 +713,28 @@ class OpenAIBackend:
     def _usage(
         self, raw: Any, messages: Sequence[Message], text: str, tool_calls: tuple[ToolCall, ...]
     ) -> Usage:
-        prompt = raw.get("prompt_tokens") if isinstance(raw, dict) else None
-        completion = raw.get("completion_tokens") if isinstance(raw, dict) else None
+        prompt = _count(raw.get("prompt_tokens")) if isinstance(raw, dict) else None
+        completion = _count(raw.get("completion_tokens")) if isinstance(raw, dict) else None
         estimated = False
-        if not isinstance(prompt, int):
+        if prompt is None:
             prompt = sum(
                 estimate_tokens(m.content + "".join(c.name + c.arguments for c in m.tool_calls)) + 4
                 for m in messages
             )
             estimated = True
-        if not isinstance(completion, int):
+        if completion is None:
             completion = estimate_tokens(text) + sum(
                 estimate_tokens(t.name + t.arguments) for t in tool_calls
             )
             estimated = True
         details = raw.get("prompt_tokens_details") if isinstance(raw, dict) else None
-        cached = details.get("cached_tokens") if isinstance(details, dict) else None
+        cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
         usage = Usage(
             prompt_tokens=prompt,
             completion_tokens=completion,
             calls=1,
             estimated=estimated,
-            cached_prompt_tokens=min(cached, prompt) if isinstance(cached, int) and cached > 0 else 0,
+            cached_prompt_tokens=min(cached, prompt) if cached else 0,
         )
         return dataclasses.replace(usage, cost=self.pricing.cost_of(usage)) if self.pricing else usage
 
