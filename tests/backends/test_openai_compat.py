@@ -306,7 +306,7 @@ def test_retry_delay_grows_and_honours_retry_after() -> None:
 class _FixedReply:
     """A server answering every POST with one fixed body (a JSON content type) on a free port."""
 
-    def __init__(self, body: bytes) -> None:
+    def __init__(self, body: bytes, content_type: str | None = "application/json") -> None:
         import http.server
         import threading
 
@@ -316,7 +316,8 @@ class _FixedReply:
             def do_POST(self) -> None:
                 self.rfile.read(int(self.headers.get("content-length") or 0))
                 self.send_response(200)
-                self.send_header("content-type", "application/json")
+                if content_type is not None:
+                    self.send_header("content-type", content_type)
                 self.send_header("content-length", str(len(payload)))
                 self.end_headers()
                 self.wfile.write(payload)
@@ -421,3 +422,23 @@ def test_retry_after_is_read_as_seconds_or_an_http_date() -> None:
     assert retry_after_seconds("2.5") == 2.5
     assert retry_after_seconds("inf") is None and retry_after_seconds("-1") == 0.0
     assert retry_after_seconds("tomorrow") is None
+
+
+@pytest.mark.parametrize("content_type", ["text/plain", None, "text/html"])
+async def test_json_sent_as_text_is_read_and_text_that_is_not_json_is_quoted(
+    content_type: str | None,
+) -> None:
+    reply = {"choices": [{"message": {"role": "assistant", "content": "four"}, "finish_reason": "stop"}]}
+    for body, expected in ((json.dumps(reply).encode(), "four"), (b"<html>Bad gateway</html>", None)):
+        server = _FixedReply(body, content_type)
+        try:
+            b = OpenAIBackend("m", base_url=server.base_url, retry=FAST_RETRY)
+            if expected is not None:
+                assert (await b.complete(ASK, GenerateConfig())).text == expected
+            else:
+                with pytest.raises(BackendError, match="not JSON: '<html>Bad gateway</html>'") as info:
+                    await b.complete(ASK, GenerateConfig())
+                assert info.value.code == "backend_bad_reply"
+            await b.aclose()
+        finally:
+            server.close()

@@ -526,7 +526,10 @@ class OpenAIBackend:
             # Python 3.11 wait_for loses a cancel that arrives as the request ends (the task then
             # retried on; a test saw it send thousands of requests after its cancel).
             async with asyncio.timeout(self.timeout_s + 1.0):
-                return await client.post(path, body={**body, **self.extra_body}, cast_to=object)
+                data = await client.post(path, body={**body, **self.extra_body}, cast_to=object)
+            # The client decodes only a JSON content type; some servers and proxies send JSON as
+            # text/plain or with no content type.
+            return self._json_text(data) if isinstance(data, str) else data
         except json.JSONDecodeError as exc:
             raise BackendError(
                 f"the server sent malformed JSON ({exc.msg} at byte {exc.pos})",
@@ -569,6 +572,26 @@ class OpenAIBackend:
             ) from None
         except openai.APIStatusError as exc:
             raise self._status_error(exc) from None
+
+    def _json_text(self, text: str) -> Any:
+        """A reply the client left as text: its JSON, or a BackendError quoting its start."""
+        if len(text) > MAX_REPLY_CHARS:
+            raise BackendError(
+                f"the server's reply is {len(text):,} characters of text, not JSON",
+                hint="check the base URL: it should name the server's OpenAI-compatible API (e.g. .../v1)",
+                code="backend_bad_reply",
+                retryable=False,
+            )
+        try:
+            return json.loads(text)
+        except (ValueError, RecursionError):
+            start = redact(self._redact(text.strip()[:80]))
+            raise BackendError(
+                f"the server's reply is not JSON: {start!r}",
+                hint="check the base URL: it should name the server's OpenAI-compatible API (e.g. .../v1)",
+                code="backend_bad_reply",
+                retryable=False,
+            ) from None
 
     def _status_error(self, exc: Any) -> _AttemptFailed:
         status = int(exc.status_code)
