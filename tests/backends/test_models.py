@@ -185,3 +185,19 @@ def test_cli_list_and_errors(
     assert main(["models", "verify", "smollm2-135m"]) == 2  # not cached here
     err = capsys.readouterr().err
     assert "masorch models pull smollm2-135m" in err
+
+
+def test_a_good_file_verifies_where_its_check_cannot_be_recorded(
+    tmp_path: Path, index: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A shared, read-only cache: the marker that records a passed check cannot be written. (A
+    # directory in its place stands in for a read-only folder, which root could still write.)
+    store = store_for(tmp_path, index)
+    target = store.pull("fake")
+    marker = target.with_name(target.name + ".verified")
+    marker.unlink()
+    marker.mkdir()
+    assert store.verify("fake")
+    assert "cannot record the check" in caplog.text
+    offline = store_for(tmp_path, tmp_path / "empty-index")
+    assert offline.pull("fake") == target  # hashed again, not pulled

@@ -215,11 +215,15 @@ class ModelStore:
                 if progress:
                     progress(PullProgress(name, "verify", 1, 1, done, model.size))
         ok = digest.hexdigest() == model.sha256
-        marker = self._marker(target)
-        if ok:
-            self._write_marker(model, target)
-        else:
-            marker.unlink(missing_ok=True)
+        try:  # the marker only saves the next hashing: a read-only (shared) cache still verifies
+            if ok:
+                self._write_marker(model, target)
+            else:
+                self._marker(target).unlink(missing_ok=True)
+        except OSError as exc:
+            log.warning(
+                "cannot record the check of %s beside it (%s); it is hashed again next time", name, exc
+            )
         return ok
 
     def pull(self, name: str, *, force: bool = False, progress: ProgressFn | None = None) -> Path:
