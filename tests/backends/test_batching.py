@@ -125,3 +125,21 @@ async def test_a_reply_that_counts_the_first_choice_only_has_the_others_estimate
         await backend.aclose()
     assert out[0].usage.completion_tokens == 12 and not out[0].usage.estimated  # what the reply says
     assert out[1].usage.estimated and out[1].usage.completion_tokens > 0
+
+
+def test_a_batch_left_by_an_ended_event_loop_is_not_joined() -> None:
+    # A sampled call cancelled inside the window as its loop ends (a node timeout, then asyncio.run
+    # returns) left its batch open; the next call of the prompt on a new loop joined it and hung.
+    send = Recorder()
+    batcher = SampleBatcher(send, max_n=8, window_s=0.5)
+
+    async def cancelled_at_once() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(batcher.complete(ASK, samples([0])[0]), 0.01)
+
+    asyncio.run(cancelled_at_once())
+
+    async def later() -> Completion:
+        return await asyncio.wait_for(batcher.complete(ASK, samples([1])[0]), 5)
+
+    assert asyncio.run(later()).text == "sample 1"

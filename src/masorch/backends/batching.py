@@ -30,6 +30,8 @@ SendN = Callable[[Sequence[Message], GenerateConfig, int], Awaitable[list[Comple
 class _Batch:
     messages: Sequence[Message]
     config: GenerateConfig
+    #: The event loop whose timer flushes the batch: a batch of another loop is never joined.
+    loop: asyncio.AbstractEventLoop
     waiters: dict[int, asyncio.Future[Completion]] = field(default_factory=dict)
 
 
@@ -53,14 +55,17 @@ class SampleBatcher:
         if self.max_n == 1 or config.temperature <= 0 or config.tools:
             return (await self._send_n(messages, config, 1))[0]
         key = _key(messages, config)
+        loop = asyncio.get_running_loop()
         batch = self._open.get(key)
-        if batch is None:
-            batch = _Batch(messages, dataclasses.replace(config, sample_index=0))
+        # A batch left by a loop that ended inside its window (a cancelled call, then asyncio.run
+        # returned) is never flushed: joining it would wait forever.
+        if batch is None or batch.loop is not loop:
+            batch = _Batch(messages, dataclasses.replace(config, sample_index=0), loop)
             self._open[key] = batch
-            asyncio.get_running_loop().call_later(self.window_s, self._flush, key, batch)
+            loop.call_later(self.window_s, self._flush, key, batch)
         if config.sample_index in batch.waiters:  # the same sample twice: no sharing, send it alone
             return (await self._send_n(messages, config, 1))[0]
-        future: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[Completion] = loop.create_future()
         batch.waiters[config.sample_index] = future
         return await future
 
