@@ -105,6 +105,11 @@ class ServerSettings:
             raise UsageError(f"slots={self.slots} is out of range", hint="use 1 to 64 parallel slots")
         if self.n_threads is not None and self.n_threads < 1:
             raise UsageError(f"n_threads={self.n_threads} < 1", hint="use 1 or more threads")
+        if not self.startup_timeout_s > 0:
+            raise UsageError(
+                f"startup_timeout_s={self.startup_timeout_s} is not positive",
+                hint="give the seconds a model may take to load (default 180)",
+            )
 
 
 class LocalServer:
@@ -121,6 +126,8 @@ class LocalServer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._finalizer: weakref.finalize | None = None
+        #: Set by :meth:`stop`: the process was ended by masorch, not by itself.
+        self.stopped = False
 
     @property
     def base_url(self) -> str:
@@ -177,8 +184,12 @@ class LocalServer:
         )
 
     def exit_code(self) -> int | None:
-        """The process's exit code, or None while it runs (or before it started)."""
+        """The process's exit code (negative: the signal that ended it), or None while it runs."""
         return None if self._proc is None else self._proc.poll()
+
+    def gone(self) -> bool:
+        """True once the process has ended or was stopped (a server that never started counts too)."""
+        return self._proc is None or self.exit_code() is not None
 
     def wait_exit(self, timeout_s: float) -> int | None:
         """The exit code once the process ends within ``timeout_s``, else None (it still runs)."""
@@ -223,10 +234,10 @@ class LocalServer:
         return len(tokens) if isinstance(tokens, list) else None
 
     def stop(self) -> None:
-        """End the process (terminate, then kill after 5 s)."""
+        """End the process (terminate, then kill after 5 s); it then counts as :meth:`gone`."""
+        self.stopped = True
         if self._finalizer is not None:
             self._finalizer()
-        self._proc = None
 
 
 class LocalBackend:
@@ -302,7 +313,7 @@ class LocalBackend:
         for _ in range(3):  # a port taken between choosing and binding it: choose again
             with self._lock:
                 server, client = self._server, self._client
-                if server is None or server.exit_code() is not None:
+                if server is None or server.gone():
                     if server is not None:
                         server.stop()
                     server = LocalServer(self._binary, self.model_path, self.settings, name=self._model_id)
@@ -340,6 +351,12 @@ class LocalBackend:
         deadline = time.monotonic() + self.settings.startup_timeout_s
         while not await asyncio.to_thread(server.healthy):
             code = server.exit_code()
+            if code is not None and server.stopped:  # another waiter timed out, or aclose()
+                if self._closed:
+                    raise BackendError(
+                        f"{self._model_id} is closed", hint="make a new backend", code="backend_closed"
+                    )
+                raise self._load_timeout("")
             if code is not None:
                 tail = server.log_tail()
                 if any(clash in tail.lower() for clash in _PORT_CLASH):
@@ -354,15 +371,22 @@ class LocalBackend:
                     retryable=False,
                 )
             if time.monotonic() > deadline:
+                tail = server.log_tail()  # read before stopping: stop() closes the log
                 server.stop()
-                raise BackendError(
-                    f"{self._model_id}: the model did not load within {self.settings.startup_timeout_s:g} s",
-                    hint="check the free memory and CPU load, or raise startup_timeout_s",
-                    code="engine_load_timeout",
-                    retryable=False,
-                )
+                raise self._load_timeout(tail)
             await asyncio.sleep(0.1)
         return True
+
+    def _load_timeout(self, tail: str) -> BackendError:
+        said = f": {tail[-500:]}" if tail else ""
+        return BackendError(
+            f"{self._model_id}: the model {self.model_path.name} did not load within "
+            f"{self.settings.startup_timeout_s:g} s; the server was stopped{said}",
+            hint="check the free memory and CPU load, or raise startup_timeout_s "
+            "(BackendSettings or ServerSettings); the next call starts a new server",
+            code="engine_load_timeout",
+            retryable=False,
+        )
 
     async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
         """One chat completion from the local server (started on first use)."""
