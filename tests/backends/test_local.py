@@ -148,6 +148,35 @@ async def test_a_corrupt_model_is_a_named_error(
     assert "error loading model" in info.value.message and "models verify" in info.value.hint
 
 
+def _cached_engine(tmp_path: Path, script: str) -> EngineStore:
+    """An engine cache (no override) holding ``script`` as its built binary."""
+    store = EngineStore(tmp_path / "engines", env={})
+    store.built_binary.parent.mkdir(parents=True)
+    store.built_binary.write_text(script)
+    store.built_binary.chmod(0o755)
+    return store
+
+
+async def test_an_engine_this_cpu_cannot_run_is_named_not_the_model(tmp_path: Path, model_file: Path) -> None:
+    script = "#!/bin/sh\necho 'system info: CPU : SSE3 = 1'\nkill -ILL $$\n"
+    backend = LocalBackend(model_file, name="tiny", engine=_cached_engine(tmp_path, script))
+    with pytest.raises(BackendError) as info:
+        await backend.complete(ASK, GenerateConfig())
+    await backend.aclose()
+    assert info.value.code == "engine_crashed"
+    assert "SIGILL" in info.value.message and "llama-server" in info.value.message
+    assert "masorch models engine --force" in info.value.hint and "verify" not in info.value.hint
+
+
+async def test_an_engine_built_for_another_machine_is_named(tmp_path: Path, model_file: Path) -> None:
+    backend = LocalBackend(model_file, name="tiny", engine=_cached_engine(tmp_path, "\x7fELF not for here"))
+    with pytest.raises(UsageError) as info:
+        await backend.complete(ASK, GenerateConfig())
+    await backend.aclose()
+    assert info.value.code == "engine_start_failed" and "not a program for this machine" in info.value.message
+    assert "masorch models engine --force" in info.value.hint
+
+
 async def test_a_port_clash_is_retried_on_another_port(
     fake_binary: Path, model_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

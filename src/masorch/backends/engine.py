@@ -6,7 +6,9 @@ stops a request whose client went away. masorch runs it as a child process and s
 the same OpenAI-compatible client as every other server (:mod:`masorch.backends.local`).
 
 The binary is, in this order: the file named by ``$MASORCH_LLAMA_SERVER``; the one built into the
-cache (``$MASORCH_CACHE/engines/llama-server-<version>/llama-server``). :meth:`EngineStore.build`
+cache for this machine's architecture (``$MASORCH_CACHE/engines/llama-server-<version>-<machine>/
+llama-server``; on x86-64 also a build from before the cache was keyed on it,
+``llama-server-<version>/``). :meth:`EngineStore.build`
 makes the latter from the llama.cpp sources that the pinned ``llama-cpp-python`` source archive carries
 (fetched with ``pip download``, sha256-checked), compiling only the server target, portably.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -66,8 +69,8 @@ LLAMA_CPP_SOURCE = SourcePin(
     "vendor/llama.cpp",
 )
 
-#: Portable x86-64 flags (AVX2/FMA/F16C, as fast as a native build on the machines measured), one
-#: static binary, nothing but the server: no tests, examples, web UI download or network libraries.
+#: Portable flags (on x86-64 with AVX2/FMA/F16C, as fast as a native build on the machines measured),
+#: one static binary, nothing but the server: no tests, examples, web UI download or network libraries.
 CMAKE_FLAGS: tuple[str, ...] = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
@@ -136,13 +139,32 @@ class EngineStore:
 
     @property
     def build_dir(self) -> Path:
-        """Where the cached build of the pinned version lives."""
-        return self.cache_dir / f"llama-server-{self.source.version}"
+        """Where the cached build of the pinned version for this machine's architecture lives."""
+        # Keyed on the architecture: the cache may be shared (one home directory) by other machines.
+        return self.cache_dir / f"llama-server-{self.source.version}-{_machine()}"
 
     @property
     def built_binary(self) -> Path:
         """The cached binary's path (it may not exist yet)."""
         return self.build_dir / "llama-server"
+
+    def rebuild_hint(self) -> str:
+        """How to replace an engine binary that does not run here (it depends on where it came from)."""
+        if self._env.get(ENGINE_ENV):
+            return (
+                f"point {ENGINE_ENV} at a llama-server built for this machine, or unset it and run "
+                "`masorch models engine` to build one"
+            )
+        return "rebuild the engine for this machine with `masorch models engine --force`"
+
+    def _cached(self) -> Path | None:
+        # x86-64 builds made before the key had the architecture are still found (a rebuild costs
+        # minutes); they were x86-64 builds wherever the old layout was documented.
+        legacy = self.cache_dir / f"llama-server-{self.source.version}" / "llama-server"
+        for binary in (self.built_binary, *((legacy,) if _is_x86() else ())):
+            if binary.is_file() and os.access(binary, os.X_OK):
+                return binary
+        return None
 
     def find(self) -> Path | None:
         """The binary to run: ``$MASORCH_LLAMA_SERVER`` if set, else the cached build if present."""
@@ -155,8 +177,7 @@ class EngineStore:
                     hint=f"point {ENGINE_ENV} at a llama-server binary, or unset it to use the cached build",
                 )
             return path
-        binary = self.built_binary
-        return binary if binary.is_file() and os.access(binary, os.X_OK) else None
+        return self._cached()
 
     def binary(self) -> Path:
         """The binary to run; a :class:`UsageError` naming the build command when there is none."""
@@ -172,9 +193,10 @@ class EngineStore:
 
     def build(self, *, force: bool = False, progress: BuildProgressFn | None = None) -> Path:
         """Build the pinned ``llama-server`` into the cache (kept as is when already built)."""
-        if not force and self.built_binary.is_file():
+        cached = None if force else self._cached()
+        if cached is not None:
             _report(progress, BuildProgress("done", 100))
-            return self.built_binary
+            return cached
         cmake = self._cmake()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         start = time.perf_counter()
@@ -185,7 +207,7 @@ class EngineStore:
             _report(progress, BuildProgress("extract"))
             tree = self._extract(archive, scratch / "src")
             archive.unlink()
-            flags = [*CMAKE_FLAGS, *(_X86_FLAGS if _is_x86() else ())]
+            flags = [*CMAKE_FLAGS, *_cpu_flags()]
             build = scratch / "build"
             _report(progress, BuildProgress("configure"))
             self._run([cmake, "-S", str(tree), "-B", str(build), *flags], "configure", progress)
@@ -281,10 +303,27 @@ class EngineStore:
             )
 
 
-def _is_x86() -> bool:
-    import platform
+def _machine() -> str:
+    """This machine's architecture, one name per kind (``x86_64``, ``aarch64``, ...)."""
+    machine = platform.machine().lower() or "unknown"
+    return {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
 
-    return platform.machine().lower() in ("x86_64", "amd64")
+
+def _is_x86() -> bool:
+    return _machine() == "x86_64"
+
+
+def _cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
+    """AVX2/FMA/F16C on an x86-64 CPU that has them (a binary with them dies of SIGILL elsewhere)."""
+    if not _is_x86():
+        return ()
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:  # not Linux: assume a CPU of the last decade, as before
+        return _X86_FLAGS
+    lines = [line for line in text.splitlines() if line.startswith("flags") and ":" in line]
+    flags = set(lines[0].split(":", 1)[1].split()) if lines else set()
+    return _X86_FLAGS if {"avx2", "fma", "f16c"} <= flags else ()
 
 
 def _report(progress: BuildProgressFn | None, event: BuildProgress) -> None:

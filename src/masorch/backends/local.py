@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import json
 import logging
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -69,6 +71,16 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
+def _exit_text(code: int) -> str:
+    """``exit 3``, or ``signal SIGILL`` for a process a signal ended (a negative exit code)."""
+    if code >= 0:
+        return f"exit {code}"
+    try:
+        return f"signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"signal {-code}"
+
+
 def _kill(proc: subprocess.Popen[bytes], log_file: IO[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -113,13 +125,25 @@ class ServerSettings:
 
 
 class LocalServer:
-    """One ``llama-server`` process serving one GGUF file on a loopback port."""
+    """One ``llama-server`` process serving one GGUF file on a loopback port.
 
-    def __init__(self, binary: Path, model_path: Path, settings: ServerSettings, *, name: str) -> None:
+    ``engine_hint`` says how to replace a binary that cannot run here (:meth:`EngineStore.rebuild_hint`).
+    """
+
+    def __init__(
+        self,
+        binary: Path,
+        model_path: Path,
+        settings: ServerSettings,
+        *,
+        name: str,
+        engine_hint: str = "rebuild it with `masorch models engine --force`",
+    ) -> None:
         self.binary = binary
         self.model_path = model_path
         self.settings = settings
         self.name = name
+        self.engine_hint = engine_hint
         self.port = 0
         #: Set once ``/health`` answered: later calls skip the check.
         self.ready = False
@@ -173,9 +197,12 @@ class LocalServer:
             )
         except OSError as exc:
             self._log.close()
+            why = exc.strerror or str(exc)
+            if exc.errno == errno.ENOEXEC:
+                why += f": the engine binary is not a program for this machine ({platform.machine()})"
             raise UsageError(
-                f"cannot start the llama.cpp server {self.binary}: {exc.strerror or exc}",
-                hint="rebuild it with `masorch models engine --force`",
+                f"cannot start the llama.cpp server engine {self.binary}: {why}",
+                hint=self.engine_hint,
                 code="engine_start_failed",
             ) from None
         self._finalizer = weakref.finalize(self, _kill, self._proc, self._log)
@@ -275,7 +302,9 @@ class LocalBackend:
         self._model_id = f"local:{self._name}"
         self.timeout_s = timeout_s
         # Checked now, so a missing engine is a usage error before any run starts, not a failed call.
-        self._binary = (engine or EngineStore()).binary()
+        engine = engine or EngineStore()
+        self._binary = engine.binary()
+        self._engine_hint = engine.rebuild_hint()
         self._server: LocalServer | None = None
         self._client: OpenAIBackend | None = None
         self._lock = threading.Lock()
@@ -316,7 +345,13 @@ class LocalBackend:
                 if server is None or server.gone():
                     if server is not None:
                         server.stop()
-                    server = LocalServer(self._binary, self.model_path, self.settings, name=self._model_id)
+                    server = LocalServer(
+                        self._binary,
+                        self.model_path,
+                        self.settings,
+                        name=self._model_id,
+                        engine_hint=self._engine_hint,
+                    )
                     server.spawn()
                     client = self._make_client(server)
                     self._server, self._client = server, client
@@ -362,8 +397,10 @@ class LocalBackend:
                 if any(clash in tail.lower() for clash in _PORT_CLASH):
                     log.info("%s: port %d was taken; retrying", self._model_id, server.port)
                     return False
+                if code < 0 and -code != signal.SIGKILL:  # SIGKILL while loading: the OOM killer
+                    raise self._engine_crash(server, code, tail)
                 raise BackendError(
-                    f"{self._model_id}: the llama.cpp server exited ({code}) while loading "
+                    f"{self._model_id}: the llama.cpp server exited ({_exit_text(code)}) while loading "
                     f"{self.model_path.name}: {tail[-500:]}",
                     hint="check the file (masorch models verify NAME, or pull it again with --force) "
                     "and the free memory",
@@ -376,6 +413,18 @@ class LocalBackend:
                 raise self._load_timeout(tail)
             await asyncio.sleep(0.1)
         return True
+
+    def _engine_crash(self, server: LocalServer, code: int, tail: str) -> BackendError:
+        # A signal, not an exit: the engine itself broke. SIGILL: it uses instructions this CPU lacks.
+        cpu = " (an instruction this CPU does not have)" if -code == signal.SIGILL else ""
+        also = "" if cpu else "; if it crashes again, check the model file (masorch models verify NAME)"
+        return BackendError(
+            f"{self._model_id}: the llama.cpp server engine {server.binary} crashed with "
+            f"{_exit_text(code)}{cpu} while loading {self.model_path.name}: {tail[-500:]}",
+            hint=server.engine_hint + also,
+            code="engine_crashed",
+            retryable=False,
+        )
 
     def _load_timeout(self, tail: str) -> BackendError:
         said = f": {tail[-500:]}" if tail else ""
@@ -423,7 +472,8 @@ class LocalBackend:
                 code = await asyncio.to_thread(server.wait_exit, 1.0)
             if code is not None and server is not None:
                 raise BackendError(
-                    f"{self._model_id}: the llama.cpp server died (exit {code}): {server.log_tail()[-400:]}",
+                    f"{self._model_id}: the llama.cpp server died ({_exit_text(code)}): "
+                    f"{server.log_tail()[-400:]}",
                     hint="check the free memory (dmesg for the OOM killer); the next call starts it again",
                     code="backend_local_died",
                     retryable=False,
