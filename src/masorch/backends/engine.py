@@ -15,6 +15,8 @@ makes the latter from the llama.cpp sources that the pinned ``llama-cpp-python``
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
@@ -26,7 +28,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -87,7 +89,7 @@ CMAKE_FLAGS: tuple[str, ...] = (
 )
 _X86_FLAGS = ("-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON")
 
-BuildPhase = Literal["download", "extract", "configure", "compile", "done"]
+BuildPhase = Literal["wait", "download", "extract", "configure", "compile", "done"]
 
 
 @dataclass(frozen=True)
@@ -192,13 +194,43 @@ class EngineStore:
         return found
 
     def build(self, *, force: bool = False, progress: BuildProgressFn | None = None) -> Path:
-        """Build the pinned ``llama-server`` into the cache (kept as is when already built)."""
+        """Build the pinned ``llama-server`` into the cache (kept as is when already built).
+
+        One build at a time per cache and architecture (a file lock, across processes): a second
+        build waits for the first and then uses its binary (with ``force``: one finished while waiting).
+        """
         cached = None if force else self._cached()
         if cached is not None:
             _report(progress, BuildProgress("done", 100))
             return cached
         cmake = self._cmake()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
+        before = _identity(self.built_binary)
+        with self._build_lock(progress):
+            cached = self._cached()
+            if cached is not None and (not force or _identity(self.built_binary) != before):
+                log.info("another process built %s meanwhile", cached)
+                _report(progress, BuildProgress("done", 100))
+                return cached
+            return self._build_locked(cmake, progress)
+
+    @contextlib.contextmanager
+    def _build_lock(self, progress: BuildProgressFn | None) -> Iterator[None]:
+        # Freed by the kernel when the holder ends, however it ends: no lock can go stale.
+        with (self.cache_dir / f".{self.build_dir.name}.lock").open("ab") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                detail = "another masorch process is building the engine: waiting for it"
+                log.info("%s (%s)", detail, self.build_dir)
+                _report(progress, BuildProgress("wait", detail=detail))
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def _build_locked(self, cmake: str, progress: BuildProgressFn | None) -> Path:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="masorch-engine-", dir=self.cache_dir) as scratch_name:
             scratch = Path(scratch_name)
@@ -221,9 +253,14 @@ class EngineStore:
                     code="engine_build_failed",
                 )
             self.build_dir.mkdir(parents=True, exist_ok=True)
-            staged = self.build_dir / ".llama-server.tmp"
-            shutil.copy2(produced, staged)
-            os.replace(staged, self.built_binary)
+            handle, staged_name = tempfile.mkstemp(prefix=".llama-server.", suffix=".tmp", dir=self.build_dir)
+            os.close(handle)
+            staged = Path(staged_name)
+            try:
+                shutil.copy2(produced, staged)
+                os.replace(staged, self.built_binary)
+            finally:
+                staged.unlink(missing_ok=True)
         seconds = time.perf_counter() - start
         record = {"source": self.source.requirement, "flags": flags, "build_s": round(seconds, 1)}
         (self.build_dir / "build.json").write_text(json.dumps(record, indent=2))
@@ -324,6 +361,15 @@ def _cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
     lines = [line for line in text.splitlines() if line.startswith("flags") and ":" in line]
     flags = set(lines[0].split(":", 1)[1].split()) if lines else set()
     return _X86_FLAGS if {"avx2", "fma", "f16c"} <= flags else ()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """What tells one file at ``path`` from the next (a replaced file has another inode)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
 
 
 def _report(progress: BuildProgressFn | None, event: BuildProgress) -> None:
