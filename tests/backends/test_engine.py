@@ -90,3 +90,20 @@ def test_two_builds_at_once_compile_once_and_both_get_the_binary(tmp_path: Path)
     assert not list(store().build_dir.glob(".llama-server*"))  # nothing staged is left behind
     store().build(force=True)
     assert compiles.read_text().count("x") == 2
+
+
+def test_a_build_waits_for_another_only_so_long(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+
+    from masorch.backends import engine
+    from masorch.errors import RunError
+
+    pin, python, cmake, compiles = _fake_tools(tmp_path)
+    store = EngineStore(tmp_path / "engines", source=pin, python=str(python), cmake=str(cmake), env={})
+    store.cache_dir.mkdir(parents=True)
+    monkeypatch.setattr(engine, "BUILD_WAIT_S", 1.0)
+    with (store.cache_dir / f".{store.build_dir.name}.lock").open("ab") as held:  # a stuck build
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        with pytest.raises(RunError, match=r"building the engine .* for over"):
+            store.build()
+    assert not compiles.exists()

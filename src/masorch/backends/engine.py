@@ -88,6 +88,9 @@ CMAKE_FLAGS: tuple[str, ...] = (
     "-DLLAMA_OPENSSL=OFF",
 )
 _X86_FLAGS = ("-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON")
+#: How long a build waits for another process's build of the same engine (one takes 4-13 minutes
+#: on 2 cores).
+BUILD_WAIT_S = 45 * 60.0
 
 BuildPhase = Literal["wait", "download", "extract", "configure", "compile", "done"]
 
@@ -224,7 +227,7 @@ class EngineStore:
                 detail = "another masorch process is building the engine: waiting for it"
                 log.info("%s (%s)", detail, self.build_dir)
                 _report(progress, BuildProgress("wait", detail=detail))
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+                _wait_for_lock(handle.fileno(), BUILD_WAIT_S, self.build_dir)
             try:
                 yield
             finally:
@@ -338,6 +341,25 @@ class EngineStore:
                 "then run `masorch models engine --force`",
                 code="engine_build_failed",
             )
+
+
+def _wait_for_lock(fd: int, limit_s: float, build_dir: Path) -> None:
+    """Take the exclusive lock on ``fd``, polling, for at most ``limit_s`` seconds (a build takes
+    minutes; one that holds the lock far longer is stuck, and waiting on it would be a hang)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise RunError(
+                    f"another process has been building the engine in {build_dir} for over "
+                    f"{limit_s / 60:g} minutes",
+                    hint="let it finish, or stop it (a stuck cmake or make) and build again",
+                    code="engine_build_failed",
+                ) from None
+            time.sleep(1.0)
 
 
 def _machine() -> str:
