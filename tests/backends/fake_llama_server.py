@@ -3,7 +3,8 @@
 Behaviour comes from environment variables, so one script covers every case:
 ``FAKE_MODE`` = ``ok`` (default) | ``bad_model`` (exit 1 as llama.cpp does on a corrupt file) |
 ``clash_once`` (the first start reports a port clash, using ``FAKE_STATE`` as a counter file) |
-``hang`` (never answers /health). A request whose last message is ``die`` ends the process.
+``hang`` (prints a loader line, never answers /health). A request whose last message is ``die``
+ends the process.
 ``FAKE_ARGS`` names a file that receives the command line.
 """
 
@@ -37,6 +38,7 @@ def main() -> None:
             print(f"couldn't bind HTTP server socket, hostname: 127.0.0.1, port: {known.port}", flush=True)
             sys.exit(1)
     if mode == "hang":
+        print("llama_model_loader: loaded meta data with 26 key-value pairs", flush=True)
         time.sleep(600)
         return
 

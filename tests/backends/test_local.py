@@ -148,6 +148,35 @@ async def test_a_corrupt_model_is_a_named_error(
     assert "error loading model" in info.value.message and "models verify" in info.value.hint
 
 
+def _cached_engine(tmp_path: Path, script: str) -> EngineStore:
+    """An engine cache (no override) holding ``script`` as its built binary."""
+    store = EngineStore(tmp_path / "engines", env={})
+    store.built_binary.parent.mkdir(parents=True)
+    store.built_binary.write_text(script)
+    store.built_binary.chmod(0o755)
+    return store
+
+
+async def test_an_engine_this_cpu_cannot_run_is_named_not_the_model(tmp_path: Path, model_file: Path) -> None:
+    script = "#!/bin/sh\necho 'system info: CPU : SSE3 = 1'\nkill -ILL $$\n"
+    backend = LocalBackend(model_file, name="tiny", engine=_cached_engine(tmp_path, script))
+    with pytest.raises(BackendError) as info:
+        await backend.complete(ASK, GenerateConfig())
+    await backend.aclose()
+    assert info.value.code == "engine_crashed"
+    assert "SIGILL" in info.value.message and "llama-server" in info.value.message
+    assert "masorch models engine --force" in info.value.hint and "verify" not in info.value.hint
+
+
+async def test_an_engine_built_for_another_machine_is_named(tmp_path: Path, model_file: Path) -> None:
+    backend = LocalBackend(model_file, name="tiny", engine=_cached_engine(tmp_path, "\x7fELF not for here"))
+    with pytest.raises(UsageError) as info:
+        await backend.complete(ASK, GenerateConfig())
+    await backend.aclose()
+    assert info.value.code == "engine_start_failed" and "not a program for this machine" in info.value.message
+    assert "masorch models engine --force" in info.value.hint
+
+
 async def test_a_port_clash_is_retried_on_another_port(
     fake_binary: Path, model_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -169,6 +198,43 @@ async def test_a_model_that_never_loads_times_out_and_is_killed(
         await backend.complete(ASK, GenerateConfig())
     assert info.value.code == "engine_load_timeout" and time.monotonic() - started < 10
     await backend.aclose()
+
+
+async def test_after_a_load_timeout_the_next_call_starts_a_new_server(
+    fake_binary: Path, model_file: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_MODE", "hang")
+    backend = _backend(fake_binary, model_file, startup_timeout_s=1.0)
+    other = [Message("user", "another question")]
+    failed = await asyncio.gather(
+        backend.complete(ASK, GenerateConfig()),
+        backend.complete(other, GenerateConfig()),
+        return_exceptions=True,
+    )
+    # Both waiters on the stopped server say it timed out (not that the engine crashed).
+    assert [getattr(e, "code", e) for e in failed] == ["engine_load_timeout"] * 2
+    with pytest.raises(BackendError) as info:
+        await backend.complete(ASK, GenerateConfig())
+    assert info.value.code == "engine_load_timeout"
+    assert "loaded meta data" in info.value.message  # the server's last lines, as for a failed load
+    assert "BackendSettings" in info.value.hint  # where startup_timeout_s can be raised
+    monkeypatch.setenv("FAKE_MODE", "ok")  # the engine would start now
+    started = time.monotonic()
+    reply = await backend.complete(ASK, GenerateConfig())
+    assert reply.text.startswith("model tiny.gguf") and time.monotonic() - started < 30
+    await backend.aclose()
+
+
+def test_the_startup_timeout_is_a_backend_setting(
+    model_file: Path, fake_binary: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from masorch.backends.registry import BackendSettings, make_backend
+
+    monkeypatch.setenv(ENGINE_ENV, str(fake_binary))
+    backend = make_backend(f"local:{model_file}", settings=BackendSettings(startup_timeout_s=600))
+    assert isinstance(backend, LocalBackend) and backend.settings.startup_timeout_s == 600
+    with pytest.raises(UsageError, match="startup_timeout_s"):
+        ServerSettings(startup_timeout_s=0)
 
 
 async def test_a_server_that_dies_mid_run_is_named_and_restarted(fake_binary: Path, model_file: Path) -> None:

@@ -6,16 +6,21 @@ stops a request whose client went away. masorch runs it as a child process and s
 the same OpenAI-compatible client as every other server (:mod:`masorch.backends.local`).
 
 The binary is, in this order: the file named by ``$MASORCH_LLAMA_SERVER``; the one built into the
-cache (``$MASORCH_CACHE/engines/llama-server-<version>/llama-server``). :meth:`EngineStore.build`
+cache for this machine's architecture (``$MASORCH_CACHE/engines/llama-server-<version>-<machine>/
+llama-server``; on x86-64 also a build from before the cache was keyed on it,
+``llama-server-<version>/``). :meth:`EngineStore.build`
 makes the latter from the llama.cpp sources that the pinned ``llama-cpp-python`` source archive carries
 (fetched with ``pip download``, sha256-checked), compiling only the server target, portably.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -23,7 +28,7 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -66,8 +71,8 @@ LLAMA_CPP_SOURCE = SourcePin(
     "vendor/llama.cpp",
 )
 
-#: Portable x86-64 flags (AVX2/FMA/F16C, as fast as a native build on the machines measured), one
-#: static binary, nothing but the server: no tests, examples, web UI download or network libraries.
+#: Portable flags (on x86-64 with AVX2/FMA/F16C, as fast as a native build on the machines measured),
+#: one static binary, nothing but the server: no tests, examples, web UI download or network libraries.
 CMAKE_FLAGS: tuple[str, ...] = (
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
@@ -83,8 +88,11 @@ CMAKE_FLAGS: tuple[str, ...] = (
     "-DLLAMA_OPENSSL=OFF",
 )
 _X86_FLAGS = ("-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON")
+#: How long a build waits for another process's build of the same engine (one takes 4-13 minutes
+#: on 2 cores).
+BUILD_WAIT_S = 45 * 60.0
 
-BuildPhase = Literal["download", "extract", "configure", "compile", "done"]
+BuildPhase = Literal["wait", "download", "extract", "configure", "compile", "done"]
 
 
 @dataclass(frozen=True)
@@ -136,13 +144,32 @@ class EngineStore:
 
     @property
     def build_dir(self) -> Path:
-        """Where the cached build of the pinned version lives."""
-        return self.cache_dir / f"llama-server-{self.source.version}"
+        """Where the cached build of the pinned version for this machine's architecture lives."""
+        # Keyed on the architecture: the cache may be shared (one home directory) by other machines.
+        return self.cache_dir / f"llama-server-{self.source.version}-{_machine()}"
 
     @property
     def built_binary(self) -> Path:
         """The cached binary's path (it may not exist yet)."""
         return self.build_dir / "llama-server"
+
+    def rebuild_hint(self) -> str:
+        """How to replace an engine binary that does not run here (it depends on where it came from)."""
+        if self._env.get(ENGINE_ENV):
+            return (
+                f"point {ENGINE_ENV} at a llama-server built for this machine, or unset it and run "
+                "`masorch models engine` to build one"
+            )
+        return "rebuild the engine for this machine with `masorch models engine --force`"
+
+    def _cached(self) -> Path | None:
+        # x86-64 builds made before the key had the architecture are still found (a rebuild costs
+        # minutes); they were x86-64 builds wherever the old layout was documented.
+        legacy = self.cache_dir / f"llama-server-{self.source.version}" / "llama-server"
+        for binary in (self.built_binary, *((legacy,) if _is_x86() else ())):
+            if binary.is_file() and os.access(binary, os.X_OK):
+                return binary
+        return None
 
     def find(self) -> Path | None:
         """The binary to run: ``$MASORCH_LLAMA_SERVER`` if set, else the cached build if present."""
@@ -155,8 +182,7 @@ class EngineStore:
                     hint=f"point {ENGINE_ENV} at a llama-server binary, or unset it to use the cached build",
                 )
             return path
-        binary = self.built_binary
-        return binary if binary.is_file() and os.access(binary, os.X_OK) else None
+        return self._cached()
 
     def binary(self) -> Path:
         """The binary to run; a :class:`UsageError` naming the build command when there is none."""
@@ -171,12 +197,43 @@ class EngineStore:
         return found
 
     def build(self, *, force: bool = False, progress: BuildProgressFn | None = None) -> Path:
-        """Build the pinned ``llama-server`` into the cache (kept as is when already built)."""
-        if not force and self.built_binary.is_file():
+        """Build the pinned ``llama-server`` into the cache (kept as is when already built).
+
+        One build at a time per cache and architecture (a file lock, across processes): a second
+        build waits for the first and then uses its binary (with ``force``: one finished while waiting).
+        """
+        cached = None if force else self._cached()
+        if cached is not None:
             _report(progress, BuildProgress("done", 100))
-            return self.built_binary
+            return cached
         cmake = self._cmake()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
+        before = _identity(self.built_binary)
+        with self._build_lock(progress):
+            cached = self._cached()
+            if cached is not None and (not force or _identity(self.built_binary) != before):
+                log.info("another process built %s meanwhile", cached)
+                _report(progress, BuildProgress("done", 100))
+                return cached
+            return self._build_locked(cmake, progress)
+
+    @contextlib.contextmanager
+    def _build_lock(self, progress: BuildProgressFn | None) -> Iterator[None]:
+        # Freed by the kernel when the holder ends, however it ends: no lock can go stale.
+        with (self.cache_dir / f".{self.build_dir.name}.lock").open("ab") as handle:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                detail = "another masorch process is building the engine: waiting for it"
+                log.info("%s (%s)", detail, self.build_dir)
+                _report(progress, BuildProgress("wait", detail=detail))
+                _wait_for_lock(handle.fileno(), BUILD_WAIT_S, self.build_dir)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+    def _build_locked(self, cmake: str, progress: BuildProgressFn | None) -> Path:
         start = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="masorch-engine-", dir=self.cache_dir) as scratch_name:
             scratch = Path(scratch_name)
@@ -185,7 +242,7 @@ class EngineStore:
             _report(progress, BuildProgress("extract"))
             tree = self._extract(archive, scratch / "src")
             archive.unlink()
-            flags = [*CMAKE_FLAGS, *(_X86_FLAGS if _is_x86() else ())]
+            flags = [*CMAKE_FLAGS, *_cpu_flags()]
             build = scratch / "build"
             _report(progress, BuildProgress("configure"))
             self._run([cmake, "-S", str(tree), "-B", str(build), *flags], "configure", progress)
@@ -199,9 +256,14 @@ class EngineStore:
                     code="engine_build_failed",
                 )
             self.build_dir.mkdir(parents=True, exist_ok=True)
-            staged = self.build_dir / ".llama-server.tmp"
-            shutil.copy2(produced, staged)
-            os.replace(staged, self.built_binary)
+            handle, staged_name = tempfile.mkstemp(prefix=".llama-server.", suffix=".tmp", dir=self.build_dir)
+            os.close(handle)
+            staged = Path(staged_name)
+            try:
+                shutil.copy2(produced, staged)
+                os.replace(staged, self.built_binary)
+            finally:
+                staged.unlink(missing_ok=True)
         seconds = time.perf_counter() - start
         record = {"source": self.source.requirement, "flags": flags, "build_s": round(seconds, 1)}
         (self.build_dir / "build.json").write_text(json.dumps(record, indent=2))
@@ -281,10 +343,55 @@ class EngineStore:
             )
 
 
-def _is_x86() -> bool:
-    import platform
+def _wait_for_lock(fd: int, limit_s: float, build_dir: Path) -> None:
+    """Take the exclusive lock on ``fd``, polling, for at most ``limit_s`` seconds (a build takes
+    minutes; one that holds the lock far longer is stuck, and waiting on it would be a hang)."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise RunError(
+                    f"another process has been building the engine in {build_dir} for over "
+                    f"{limit_s / 60:g} minutes",
+                    hint="let it finish, or stop it (a stuck cmake or make) and build again",
+                    code="engine_build_failed",
+                ) from None
+            time.sleep(1.0)
 
-    return platform.machine().lower() in ("x86_64", "amd64")
+
+def _machine() -> str:
+    """This machine's architecture, one name per kind (``x86_64``, ``aarch64``, ...)."""
+    machine = platform.machine().lower() or "unknown"
+    return {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+
+
+def _is_x86() -> bool:
+    return _machine() == "x86_64"
+
+
+def _cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> tuple[str, ...]:
+    """AVX2/FMA/F16C on an x86-64 CPU that has them (a binary with them dies of SIGILL elsewhere)."""
+    if not _is_x86():
+        return ()
+    try:
+        text = cpuinfo.read_text(errors="replace")
+    except OSError:  # not Linux: assume a CPU of the last decade, as before
+        return _X86_FLAGS
+    lines = [line for line in text.splitlines() if line.startswith("flags") and ":" in line]
+    flags = set(lines[0].split(":", 1)[1].split()) if lines else set()
+    return _X86_FLAGS if {"avx2", "fma", "f16c"} <= flags else ()
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """What tells one file at ``path`` from the next (a replaced file has another inode)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
 
 
 def _report(progress: BuildProgressFn | None, event: BuildProgress) -> None:

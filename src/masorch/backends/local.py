@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import errno
 import json
 import logging
 import os
+import platform
 import signal
 import socket
 import subprocess
@@ -69,6 +71,16 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
+def _exit_text(code: int) -> str:
+    """``exit 3``, or ``signal SIGILL`` for a process a signal ended (a negative exit code)."""
+    if code >= 0:
+        return f"exit {code}"
+    try:
+        return f"signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"signal {-code}"
+
+
 def _kill(proc: subprocess.Popen[bytes], log_file: IO[bytes]) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -105,22 +117,41 @@ class ServerSettings:
             raise UsageError(f"slots={self.slots} is out of range", hint="use 1 to 64 parallel slots")
         if self.n_threads is not None and self.n_threads < 1:
             raise UsageError(f"n_threads={self.n_threads} < 1", hint="use 1 or more threads")
+        if not self.startup_timeout_s > 0:
+            raise UsageError(
+                f"startup_timeout_s={self.startup_timeout_s} is not positive",
+                hint="give the seconds a model may take to load (default 180)",
+            )
 
 
 class LocalServer:
-    """One ``llama-server`` process serving one GGUF file on a loopback port."""
+    """One ``llama-server`` process serving one GGUF file on a loopback port.
 
-    def __init__(self, binary: Path, model_path: Path, settings: ServerSettings, *, name: str) -> None:
+    ``engine_hint`` says how to replace a binary that cannot run here (:meth:`EngineStore.rebuild_hint`).
+    """
+
+    def __init__(
+        self,
+        binary: Path,
+        model_path: Path,
+        settings: ServerSettings,
+        *,
+        name: str,
+        engine_hint: str = "rebuild it with `masorch models engine --force`",
+    ) -> None:
         self.binary = binary
         self.model_path = model_path
         self.settings = settings
         self.name = name
+        self.engine_hint = engine_hint
         self.port = 0
         #: Set once ``/health`` answered: later calls skip the check.
         self.ready = False
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._finalizer: weakref.finalize | None = None
+        #: Set by :meth:`stop`: the process was ended by masorch, not by itself.
+        self.stopped = False
 
     @property
     def base_url(self) -> str:
@@ -166,9 +197,12 @@ class LocalServer:
             )
         except OSError as exc:
             self._log.close()
+            why = exc.strerror or str(exc)
+            if exc.errno == errno.ENOEXEC:
+                why += f": the engine binary is not a program for this machine ({platform.machine()})"
             raise UsageError(
-                f"cannot start the llama.cpp server {self.binary}: {exc.strerror or exc}",
-                hint="rebuild it with `masorch models engine --force`",
+                f"cannot start the llama.cpp server engine {self.binary}: {why}",
+                hint=self.engine_hint,
                 code="engine_start_failed",
             ) from None
         self._finalizer = weakref.finalize(self, _kill, self._proc, self._log)
@@ -177,8 +211,12 @@ class LocalServer:
         )
 
     def exit_code(self) -> int | None:
-        """The process's exit code, or None while it runs (or before it started)."""
+        """The process's exit code (negative: the signal that ended it), or None while it runs."""
         return None if self._proc is None else self._proc.poll()
+
+    def gone(self) -> bool:
+        """True once the process has ended or was stopped (a server that never started counts too)."""
+        return self._proc is None or self.exit_code() is not None
 
     def wait_exit(self, timeout_s: float) -> int | None:
         """The exit code once the process ends within ``timeout_s``, else None (it still runs)."""
@@ -223,10 +261,10 @@ class LocalServer:
         return len(tokens) if isinstance(tokens, list) else None
 
     def stop(self) -> None:
-        """End the process (terminate, then kill after 5 s)."""
+        """End the process (terminate, then kill after 5 s); it then counts as :meth:`gone`."""
+        self.stopped = True
         if self._finalizer is not None:
             self._finalizer()
-        self._proc = None
 
 
 class LocalBackend:
@@ -264,7 +302,9 @@ class LocalBackend:
         self._model_id = f"local:{self._name}"
         self.timeout_s = timeout_s
         # Checked now, so a missing engine is a usage error before any run starts, not a failed call.
-        self._binary = (engine or EngineStore()).binary()
+        engine = engine or EngineStore()
+        self._binary = engine.binary()
+        self._engine_hint = engine.rebuild_hint()
         self._server: LocalServer | None = None
         self._client: OpenAIBackend | None = None
         self._lock = threading.Lock()
@@ -302,10 +342,16 @@ class LocalBackend:
         for _ in range(3):  # a port taken between choosing and binding it: choose again
             with self._lock:
                 server, client = self._server, self._client
-                if server is None or server.exit_code() is not None:
+                if server is None or server.gone():
                     if server is not None:
                         server.stop()
-                    server = LocalServer(self._binary, self.model_path, self.settings, name=self._model_id)
+                    server = LocalServer(
+                        self._binary,
+                        self.model_path,
+                        self.settings,
+                        name=self._model_id,
+                        engine_hint=self._engine_hint,
+                    )
                     server.spawn()
                     client = self._make_client(server)
                     self._server, self._client = server, client
@@ -340,13 +386,21 @@ class LocalBackend:
         deadline = time.monotonic() + self.settings.startup_timeout_s
         while not await asyncio.to_thread(server.healthy):
             code = server.exit_code()
+            if code is not None and server.stopped:  # another waiter timed out, or aclose()
+                if self._closed:
+                    raise BackendError(
+                        f"{self._model_id} is closed", hint="make a new backend", code="backend_closed"
+                    )
+                raise self._load_timeout("")
             if code is not None:
                 tail = server.log_tail()
                 if any(clash in tail.lower() for clash in _PORT_CLASH):
                     log.info("%s: port %d was taken; retrying", self._model_id, server.port)
                     return False
+                if code < 0 and -code != signal.SIGKILL:  # SIGKILL while loading: the OOM killer
+                    raise self._engine_crash(server, code, tail)
                 raise BackendError(
-                    f"{self._model_id}: the llama.cpp server exited ({code}) while loading "
+                    f"{self._model_id}: the llama.cpp server exited ({_exit_text(code)}) while loading "
                     f"{self.model_path.name}: {tail[-500:]}",
                     hint="check the file (masorch models verify NAME, or pull it again with --force) "
                     "and the free memory",
@@ -354,15 +408,34 @@ class LocalBackend:
                     retryable=False,
                 )
             if time.monotonic() > deadline:
+                tail = server.log_tail()  # read before stopping: stop() closes the log
                 server.stop()
-                raise BackendError(
-                    f"{self._model_id}: the model did not load within {self.settings.startup_timeout_s:g} s",
-                    hint="check the free memory and CPU load, or raise startup_timeout_s",
-                    code="engine_load_timeout",
-                    retryable=False,
-                )
+                raise self._load_timeout(tail)
             await asyncio.sleep(0.1)
         return True
+
+    def _engine_crash(self, server: LocalServer, code: int, tail: str) -> BackendError:
+        # A signal, not an exit: the engine itself broke. SIGILL: it uses instructions this CPU lacks.
+        cpu = " (an instruction this CPU does not have)" if -code == signal.SIGILL else ""
+        also = "" if cpu else "; if it crashes again, check the model file (masorch models verify NAME)"
+        return BackendError(
+            f"{self._model_id}: the llama.cpp server engine {server.binary} crashed with "
+            f"{_exit_text(code)}{cpu} while loading {self.model_path.name}: {tail[-500:]}",
+            hint=server.engine_hint + also,
+            code="engine_crashed",
+            retryable=False,
+        )
+
+    def _load_timeout(self, tail: str) -> BackendError:
+        said = f": {tail[-500:]}" if tail else ""
+        return BackendError(
+            f"{self._model_id}: the model {self.model_path.name} did not load within "
+            f"{self.settings.startup_timeout_s:g} s; the server was stopped{said}",
+            hint="check the free memory and CPU load, or raise startup_timeout_s "
+            "(BackendSettings or ServerSettings); the next call starts a new server",
+            code="engine_load_timeout",
+            retryable=False,
+        )
 
     async def complete(self, messages: Sequence[Message], config: GenerateConfig) -> Completion:
         """One chat completion from the local server (started on first use)."""
@@ -399,7 +472,8 @@ class LocalBackend:
                 code = await asyncio.to_thread(server.wait_exit, 1.0)
             if code is not None and server is not None:
                 raise BackendError(
-                    f"{self._model_id}: the llama.cpp server died (exit {code}): {server.log_tail()[-400:]}",
+                    f"{self._model_id}: the llama.cpp server died ({_exit_text(code)}): "
+                    f"{server.log_tail()[-400:]}",
                     hint="check the free memory (dmesg for the OOM killer); the next call starts it again",
                     code="backend_local_died",
                     retryable=False,

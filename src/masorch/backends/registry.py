@@ -49,7 +49,7 @@ class BackendSettings:
     than ``off`` wraps every backend in a
     :class:`~masorch.backends.cache.CachedBackend` over that SQLite file. ``n_ctx`` (context tokens
     per request), ``n_threads`` and ``slots`` (requests decoded at once) size the llama.cpp server of
-    ``local:`` models.
+    ``local:`` models; ``startup_timeout_s`` bounds its loading of the model.
     """
 
     openai_base_url: str | None = None
@@ -63,6 +63,7 @@ class BackendSettings:
     n_ctx: int = 4096
     n_threads: int | None = None
     slots: int = 8
+    startup_timeout_s: float = 180.0
     models_dir: Path | None = None
     cache_path: Path | None = None
     cache_mode: CacheMode = "read_write"
@@ -175,7 +176,12 @@ def _vllm(rest: str, settings: BackendSettings, env: Mapping[str, str]) -> Backe
 def _local(rest: str, settings: BackendSettings) -> Backend:
     from masorch.backends.local import LocalBackend, ServerSettings
 
-    server = ServerSettings(slots=settings.slots, n_ctx=settings.n_ctx, n_threads=settings.n_threads)
+    server = ServerSettings(
+        slots=settings.slots,
+        n_ctx=settings.n_ctx,
+        n_threads=settings.n_threads,
+        startup_timeout_s=settings.startup_timeout_s,
+    )
     store = ModelStore(settings.models_dir)
     if rest in store.catalogue:
         return LocalBackend(store.path(rest), name=rest, settings=server)
