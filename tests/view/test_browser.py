@@ -111,6 +111,13 @@ def test_an_eval_run_filters_and_opens_a_sample_with_its_graph_and_timeline(
     assert page.locator("tr.sample-row").count() == 6
     page.wait_for_selector("#report table")
     assert page.locator("#report table").count() >= 2
+    # Both systems are right on the same samples: the paired difference's interval has no width,
+    # marked and explained as in report.md (the accuracies' intervals have a width and no mark)
+    paired = page.locator("#report .card table", has_text="n paired").text_content() or ""
+    assert "0.0 [0.0, 0.0] \u2020" in paired, paired
+    accuracy = page.locator("#report .card table", has_text="accuracy").text_content() or ""
+    assert "66.7 [0.0, 100.0]" in accuracy and "\u2020" not in accuracy, accuracy
+    assert page.locator("#report .degenerate-note").count() >= 1
     page.screenshot(path=str(shots / "eval.png"), full_page=True)
     page.select_option("#filter-system", "mas:high")
     assert page.locator("tr.sample-row").count() == 3

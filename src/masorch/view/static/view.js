@@ -66,9 +66,19 @@
     return typeof x === "number" ? x.toFixed(digits === undefined ? 2 : digits) : String(x);
   }
 
+  const DEGENERATE = "\u2020";  // marks an interval with no width, as the markdown report does
+
   function pct(iv) {
     if (iv.n === 0) return "n/a";
-    return (100 * iv.mean).toFixed(1) + " [" + (100 * iv.low).toFixed(1) + ", " + (100 * iv.high).toFixed(1) + "]";
+    return (100 * iv.mean).toFixed(1) + " [" + (100 * iv.low).toFixed(1) + ", " + (100 * iv.high).toFixed(1) + "]"
+      + (iv.degenerate ? " " + DEGENERATE : "");
+  }
+
+  function degenerateNote(intervals) {  // the note under a table with a marked interval
+    if (!intervals.some((iv) => iv.degenerate)) return [];
+    return [el("p", { class: "muted degenerate-note" }, DEGENERATE + " All samples of the cell agree (all right, "
+      + "all wrong, or the same difference on each), so every bootstrap resample gives the same value and the "
+      + "interval has no width: it understates the uncertainty at this n.")];
   }
 
   function kv(pairs) {
@@ -181,11 +191,13 @@
             .concat(c.undecided ? ["scorer undecided " + c.undecided] : []).join(", ") || "0"]),
         [1, 3, 4, 5, 6, 7],
       ));
+      card.append(...degenerateNote(top.map((c) => c.accuracy)));
       const paired = report.paired.filter((p) => p.dataset === dataset && p.value === null);
       if (paired.length) {
         card.append(el("h3", {}, "paired differences (MAS − best SAS)"));
         card.append(table(["MAS", "best SAS", "n paired", "difference, points [95% CI]"],
           paired.map((p) => [p.mas, p.sas, p.diff.n, pct(p.diff)]), [2]));
+        card.append(...degenerateNote(paired.map((p) => p.diff)));
       }
       const plots = el("div", { class: "grid3" });
       const byValue = cells.filter((c) => c.value !== null);
