@@ -70,6 +70,16 @@ def test_an_interval_over_no_samples_is_null_and_one_with_no_width_says_so(tmp_p
     assert not cells["mas:high"]["degenerate"]
 
 
+def test_a_system_with_no_finished_sample_has_a_cell_with_no_numbers(tmp_path: Path) -> None:
+    records = [("sas:cot", "0", True), ("sas:cot", "1", False)]
+    report = _app(_handwritten_run(tmp_path / "run", ["sas:cot", "mas:high"], records)).get("/api/report")
+    cells = {c["system"]: c for c in report["cells"] if c["value"] is None}
+    empty = cells["mas:high"]
+    assert empty["accuracy"]["n"] == 0 and empty["accuracy"]["mean"] is None
+    assert [empty[k] for k in ("score", "calls", "tokens", "cost", "wall_s")] == [None] * 5
+    assert cells["sas:cot"]["score"] == 0.5 and cells["sas:cot"]["calls"] is not None
+
+
 def test_a_mas_sample_has_its_plan_graph_timeline_and_every_call(eval_run: Path) -> None:
     app = _app(eval_run)
     row = next(r for r in _rows(app.get("/api/run")) if r["system"] == "mas:high")

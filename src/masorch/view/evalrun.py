@@ -16,7 +16,7 @@ from typing import Any
 from masorch.eval.harness import TRACE_FILE
 from masorch.eval.log import LOG_FILE, RunLog
 from masorch.eval.metrics import N_BOOT, Interval
-from masorch.eval.summary import Summary, summarize
+from masorch.eval.summary import CellStats, Summary, summarize
 from masorch.view.traces import TraceIndex
 
 #: The columns of the sample table, in order.
@@ -80,6 +80,10 @@ def _interval(iv: Interval) -> dict[str, Any]:
     return {"mean": iv.mean, "low": iv.low, "high": iv.high, "n": iv.n, "degenerate": iv.degenerate}
 
 
+def _means(c: CellStats) -> dict[str, float]:
+    return {"score": c.score, "calls": c.calls, "tokens": c.tokens, "cost": c.cost, "wall_s": c.wall_s}
+
+
 def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
     """The report's numbers as JSON: systems, datasets, cells and paired differences."""
     return {
@@ -94,11 +98,8 @@ def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
                 "value": c.value,
                 "axis": c.axis,
                 "accuracy": _interval(c.accuracy),
-                "score": c.score,
-                "calls": c.calls,
-                "tokens": c.tokens,
-                "cost": c.cost,
-                "wall_s": c.wall_s,
+                # a cell with no finished sample has no means (null), as report.md shows "-"
+                **{k: None if c.n == 0 else v for k, v in _means(c).items()},
                 "statuses": dict(c.statuses),
                 "undecided": c.undecided,
             }
