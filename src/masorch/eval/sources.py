@@ -147,25 +147,36 @@ def resolve(
     ``exact``/``llm_judge``). ``fields`` names their question, answer and id columns. Ground truths
     the chosen scorer cannot read are refused here, before any call is spent.
     """
-    source = _resolve(
-        spec,
-        limit=limit,
-        sample=sample,
-        seed=seed,
-        skip=skip,
-        cache_dir=cache_dir,
-        fields=fields,
-        scorer=scorer,
-    )
-    _check_masbench_truths(source)
-    return source
+    for name, value in (("skip", skip), ("limit", limit), ("sample", sample)):
+        if value is not None and value < 0:
+            raise UsageError(f"{name} must be >= 0, got {value}", code="bad_argument")
+    chosen = canonical_scorer(scorer) if scorer is not None else None
+    if spec in DATASETS:
+        ds = get_spec(spec)
+        samples = load(spec, limit=limit, sample=sample, seed=seed, skip=skip, cache_dir=cache_dir)
+        corpus = corpus_path(cache_dir) if spec == "hotpotqa" else None
+        source = DataSource(spec, tuple(samples), chosen or ds.scorer, corpus, origin=f"dataset:{spec}")
+        return _gradable(source)
+    rows_of = _Rows(limit, sample, seed, fields or FieldMap(), chosen, skip)
+    if spec.startswith(PREFIX):
+        rows = load_hub_rows(parse_hf_spec(spec), spec, cache_root(cache_dir) / HUB_CACHE)
+        return _gradable(rows_of.source(spec, rows, f"hub:{spec.removeprefix(PREFIX)}", spec))
+    path = _data_path(spec)
+    if path.is_file() and not spec.startswith("masbench:"):
+        rows = read_rows(path)
+        if not _masbench_export(rows):
+            return _gradable(rows_of.source(path.stem, rows, f"file:{path}", str(path)))
+    records = _masbench_groups(read_masbench(path)[skip:], limit)
+    name = "masbench:" + (path.stem if path.is_file() else path.name)
+    samples = _select([masbench_sample(r, name) for r in records], None, sample, seed)
+    return _gradable(DataSource(name, tuple(samples), chosen or "masbench", None, origin=f"file:{path}"))
 
 
-def _check_masbench_truths(source: DataSource) -> None:
-    """The masbench scorers grade integer answers: a sample whose answers are not integers would fail
-    every run of it, after its calls were spent."""
+def _gradable(source: DataSource) -> DataSource:
+    """``source``, checked: the masbench scorers grade integer answers, and a sample whose answers
+    are not integers would fail every run of it, after its calls were spent."""
     if source.scorer not in ("masbench", "masbench_final"):
-        return
+        return source
     for s in source.samples:
         answers = s.meta.get("answers")
         if answers is None:
@@ -184,32 +195,11 @@ def _check_masbench_truths(source: DataSource) -> None:
             "scorer with --scorer (math, exact, f1)",
             code="data_field",
         )
+    return source
 
 
-def _resolve(
-    spec: str,
-    *,
-    limit: int | None = None,
-    sample: int | None = None,
-    seed: int = 0,
-    skip: int = 0,
-    cache_dir: Path | None = None,
-    fields: FieldMap | None = None,
-    scorer: str | None = None,
-) -> DataSource:
-    for name, value in (("skip", skip), ("limit", limit), ("sample", sample)):
-        if value is not None and value < 0:
-            raise UsageError(f"{name} must be >= 0, got {value}", code="bad_argument")
-    chosen = canonical_scorer(scorer) if scorer is not None else None
-    if spec in DATASETS:
-        ds = get_spec(spec)
-        samples = load(spec, limit=limit, sample=sample, seed=seed, skip=skip, cache_dir=cache_dir)
-        corpus = corpus_path(cache_dir) if spec == "hotpotqa" else None
-        return DataSource(spec, tuple(samples), chosen or ds.scorer, corpus, origin=f"dataset:{spec}")
-    rows_of = _Rows(limit, sample, seed, fields or FieldMap(), chosen, skip)
-    if spec.startswith(PREFIX):
-        rows = load_hub_rows(parse_hf_spec(spec), spec, cache_root(cache_dir) / HUB_CACHE)
-        return rows_of.source(spec, rows, f"hub:{spec.removeprefix(PREFIX)}", spec)
+def _data_path(spec: str) -> Path:
+    """The file or directory a ``--data`` spec names (past the dataset and hub names)."""
     if spec == "masbench:":
         raise UsageError(
             "--data 'masbench:' names no files",
@@ -226,14 +216,7 @@ def _resolve(
         raise UsageError(
             f"--data {spec!r} is not a regular file", hint="give a data file, a dataset name or a directory"
         )
-    if path.is_file() and not spec.startswith("masbench:"):
-        rows = read_rows(path)
-        if not _masbench_export(rows):
-            return rows_of.source(path.stem, rows, f"file:{path}", str(path))
-    records = _masbench_groups(read_masbench(path)[skip:], limit)
-    name = "masbench:" + (path.stem if path.is_file() else path.name)
-    samples = _select([masbench_sample(r, name) for r in records], None, sample, seed)
-    return DataSource(name, tuple(samples), chosen or "masbench", None, origin=f"file:{path}")
+    return path
 
 
 def _masbench_export(rows: list[dict[str, Any]]) -> bool:

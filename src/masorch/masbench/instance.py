@@ -11,6 +11,7 @@ from masorch.masbench.render import Block, Needle, task_text
 
 GENERATOR_VERSION = "masbench-gen/1.1"
 AXES = ("depth", "horizon", "breadth", "parallel", "robustness")
+#: How a multi-answer (horizon) task joins its answers in ``ground_truth``.
 SEPARATOR = "<<horizon>>"
 
 

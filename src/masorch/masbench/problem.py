@@ -7,10 +7,9 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from masorch.masbench.templates import Shape, ShapeNode
+from masorch.masbench.templates import MOD, Shape, ShapeNode
 from masorch.masbench.world import World
 
-MOD = 23
 SYMBOLS = tuple("abcdefghijklmnopqrstuvwxyz") + tuple(
     f"{a}{b}" for a in "ABCDEFGH" for b in "abcdefghijklmnopqrstuvwxyz"
 )

@@ -21,6 +21,7 @@ import re
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+#: The modulus every MASBench quantity lives in (answers are compared mod MOD).
 MOD = 23
 _PART = re.compile(r"(Inst|Inter) (v\d+) = (?:(total)\(([^()]*)\)|(\w+)\[(\w*)\]\(([^();]*);0\))")
 

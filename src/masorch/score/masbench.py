@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from masorch.masbench.instance import SEPARATOR
+from masorch.masbench.problem import MOD
 from masorch.score.extract import all_boxed
 from masorch.score.scorer import HasAnswer, Score, reward_value
 
-MOD = 23
-SEPARATOR = "<<horizon>>"
 _THOUSANDS = re.compile(r"-?\d{1,3}(?:,\d{3})+")
 _INT = re.compile(r"[+-]?\d+")
 _WRAPPERS = re.compile(r"\\(?:text|mathrm|mathbf|textbf)\{([^{}]*)\}")

@@ -18,10 +18,9 @@ from typing import Any, Literal
 
 from masorch.errors import UsageError
 from masorch.eval.datasets.types import Sample
+from masorch.masbench.instance import SEPARATOR
 
 RowKind = Literal["plain", "masbench", "masbench_release"]
-#: How the release joins the answers of a multi-answer (horizon) task.
-SEPARATOR = "<<horizon>>"
 
 
 @dataclass(frozen=True)
