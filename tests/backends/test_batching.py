@@ -80,16 +80,26 @@ async def test_a_failed_request_fails_every_sample_in_it() -> None:
     assert all(isinstance(r, BackendError) and r.code == "backend_connection" for r in results)
 
 
+async def _in_flight(send: Recorder, requests: int) -> None:
+    """Wait (at most 5 s) until ``send`` has been asked ``requests`` times: the request is in flight
+    (a fixed sleep missed it on a stalled event loop, and the samples left before it was sent)."""
+    for _ in range(500):
+        if len(send.requests) >= requests:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"no request {requests} within 5 s: {send.requests}")
+
+
 async def test_a_cancelled_sample_leaves_and_the_last_one_cancels_the_request() -> None:
     send = Recorder(delay_s=0.3)
     batcher = SampleBatcher(send, max_n=8)
     tasks = [asyncio.ensure_future(batcher.complete(ASK, c)) for c in samples(range(3))]
-    await asyncio.sleep(0.1)  # the request is in flight
+    await _in_flight(send, 1)
     tasks[0].cancel()
     assert [t.text for t in await asyncio.gather(*tasks[1:])] == ["sample 1", "sample 2"]
     assert send.cancelled == 0
     tasks = [asyncio.ensure_future(batcher.complete(ASK, c)) for c in samples(range(3))]
-    await asyncio.sleep(0.1)
+    await _in_flight(send, 2)
     for t in tasks:
         t.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)

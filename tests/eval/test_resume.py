@@ -35,7 +35,8 @@ def test_sigkill_then_resume_runs_each_sample_exactly_once(tmp_path: Path) -> No
     data = write_sums(tmp_path / "sums.jsonl", 12)
     out = tmp_path / "run"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(SRC), str(HERE)]))
-    cmd = [sys.executable, str(HERE / "resume_worker.py"), str(out), str(data), "0.15"]
+    # 0.4 s a call: slow enough (about 5 s in all) that the kill lands mid-run on a stalled machine
+    cmd = [sys.executable, str(HERE / "resume_worker.py"), str(out), str(data), "0.4"]
     proc = subprocess.Popen([*cmd, "new"], env=env)
     log = out / "log.jsonl"
     deadline = time.monotonic() + 60

@@ -118,12 +118,13 @@ async def test_parallel_nodes_run_concurrently():
 
 
 async def test_a_node_starts_when_its_own_parents_are_done_not_per_level():
-    # a: 0.3 s; b: 0.05 s -> c: 0.3 s; (a, c) -> d. Critical path b+c = 0.35 s; by levels 0.6 s.
+    # a: 1 s; b: 0.1 s -> c: 1 s; (a, c) -> d. Critical path b+c = 1.1 s; by levels 2 s (wide
+    # apart, so a stalled machine cannot pass for the wrong order or fail the right one).
     plan = vplan(
         [
-            ("a", "sleep", "A", {"seconds": 0.3}),
-            ("b", "sleep", "B", {"seconds": 0.05}),
-            ("c", "sleep", "C", {"seconds": 0.3}),
+            ("a", "sleep", "A", {"seconds": 1.0}),
+            ("b", "sleep", "B", {"seconds": 0.1}),
+            ("c", "sleep", "C", {"seconds": 1.0}),
             ("d", "sleep", "D", {"seconds": 0.01}),
         ],
         [("b", "c"), ("a", "d"), ("c", "d")],
@@ -132,7 +133,7 @@ async def test_a_node_starts_when_its_own_parents_are_done_not_per_level():
     result = await run(plan, agents=AgentRegistry([SleepAgent()]))
     wall = time.perf_counter() - t0
     assert result.status == "ok" and result.answer == "D"
-    assert wall < 0.5, wall
+    assert wall < 1.6, wall
 
 
 async def test_an_agent_exception_becomes_error_and_children_are_skipped(caplog):

@@ -58,7 +58,7 @@ async def test_high_dom_dag_runs() -> None:
 
 
 async def test_identical_items_run_once_and_plans_run_concurrently() -> None:
-    backend = ScriptedBackend(answer_17, delay_s=0.2)
+    backend = ScriptedBackend(answer_17, delay_s=0.5)
     ex = make_executor(backend)
     items = [RolloutItem("q", ONE, DoM.LOW)] * 3 + [RolloutItem("q", ONE_OTHER, DoM.LOW)] * 3
     import time
@@ -68,7 +68,7 @@ async def test_identical_items_run_once_and_plans_run_concurrently() -> None:
     elapsed = time.monotonic() - t0
     assert [o.status for o in outs] == ["ok"] * 6
     assert len(backend.calls) == 2  # two distinct plans, each executed once
-    assert elapsed < 0.38  # the two plans overlapped
+    assert elapsed < 0.8, elapsed  # the two plans overlapped (one after the other: 1 s)
 
 
 async def test_cache_makes_identical_subagent_calls_once(tmp_path: Path) -> None:
