@@ -8,7 +8,10 @@ its trajectories called per step, from ``RUN_DIR/trajectories.jsonl``). With ``-
 run's ``train grpo`` config) it also reads the executed training plans, ``RUN_DIR/samples.jsonl``:
 the kinds they chose and how many of each were right (each answer graded again by its row's
 scorer against the row's answer), per block of steps, and the groups whose plans were not all
-graded alike (the only groups GRPO learns from) with the kinds right and wrong in each.
+graded alike (the only groups GRPO learns from) with the kinds right and wrong in each. With
+``--baseline DIR`` (an ``eval run`` directory over the same held-out questions, e.g. one fixed
+sub-agent with no orchestrator) it also prints that run's accuracy and the paired differences
+trained-minus-baseline and baseline-minus-untrained over the greedy evaluations.
 """
 
 from __future__ import annotations
@@ -63,6 +66,9 @@ def main() -> None:
         "--config", type=Path, default=None, help="the run's train grpo config: training plans"
     )
     parser.add_argument("--block", type=int, default=10, help="steps per block of the training-plan kinds")
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="an eval run over the same held-out questions"
+    )
     args = parser.parse_args()
     log = args.run_dir / "log.jsonl"  # absent until the first step: the report then has no steps
     lines = [json.loads(x) for x in log.read_text().splitlines() if x.strip()] if log.is_file() else []
@@ -96,6 +102,8 @@ def main() -> None:
                 print(tag, json.dumps(report[tag]))
     for suffix in ("", "_sampled"):
         before_after(args.run_dir, suffix)
+    if args.baseline is not None:
+        against_baseline(args.run_dir, args.baseline)
     if args.png and steps:
         import matplotlib
 
@@ -203,34 +211,64 @@ def training_plans(path: Path, config: Path, block: int) -> None:
 def before_after(run_dir: Path, suffix: str) -> None:
     """Held-out accuracy before and after training with 95% bootstrap intervals, and the paired
     difference over the prompts both evaluations answered (``suffix``: greedy "" or "_sampled")."""
-    from masorch.eval.log import RunLog
-    from masorch.eval.metrics import bootstrap_mean, paired_difference
-    from masorch.plan.model import kinds_label
 
     runs = {tag: run_dir / f"eval_{tag}{suffix}" for tag in ("before", "after")}
     runs = {
         tag: d for tag, d in runs.items() if (d / "log.jsonl").is_file()
     }  # a run in progress: before only
-    records = {tag: RunLog.read(d)[1] for tag, d in runs.items()}
-    correct = {
-        tag: {r["sample_id"]: float(bool(r.get("correct"))) for r in recs} for tag, recs in records.items()
-    }
     mode = "sampled" if suffix else "greedy"
-    for tag, by_id in correct.items():
-        # in id order: the log's order is the order runs finished, which varies with concurrency
-        accuracy = bootstrap_mean([by_id[k] for k in sorted(by_id)]).format()
-        print(f"held-out accuracy {mode} {tag}: {accuracy} (n={len(by_id)})")
-        valid = [r for r in records[tag] if r.get("status") != "invalid_plan"]
-        right = sum(bool(r.get("correct")) for r in valid)
-        plans = Counter(kinds_label(r.get("plan_kinds") or []) for r in valid)
-        print(
-            f"  valid plans {len(valid)}/{len(records[tag])}, right among them {right}; kinds: {dict(plans)}"
-        )
+    correct = {tag: held_out(d, f"{mode} {tag}") for tag, d in runs.items()}
     if len(runs) < 2:
         return
-    both = sorted(set(correct["before"]) & set(correct["after"]))
-    diff = paired_difference([correct["after"][k] for k in both], [correct["before"][k] for k in both])
-    print(f"held-out accuracy {mode} after - before (paired, n={len(both)}): {diff.format()}")
+    paired(correct["after"], correct["before"], f"{mode} after - before")
+
+
+def held_out(run: Path, label: str | None) -> dict[str, float]:
+    """An eval run's 0/1 per sample id; with a ``label``, its accuracy (95% bootstrap interval), plans
+    and statuses printed first."""
+    from masorch.eval.log import RunLog
+    from masorch.eval.metrics import bootstrap_mean
+    from masorch.plan.model import kinds_label
+
+    records = RunLog.read(run)[1]
+    by_id = {r["sample_id"]: float(bool(r.get("correct"))) for r in records}
+    if label is None:
+        return by_id
+    # in id order: the log's order is the order runs finished, which varies with concurrency
+    accuracy = bootstrap_mean([by_id[k] for k in sorted(by_id)]).format()
+    print(f"held-out accuracy {label}: {accuracy} (n={len(by_id)})")
+    valid = [r for r in records if r.get("status") != "invalid_plan"]
+    right = sum(bool(r.get("correct")) for r in valid)
+    plans = Counter(kinds_label(r.get("plan_kinds") or []) for r in valid)
+    print(f"  valid plans {len(valid)}/{len(records)}, right among them {right}; kinds: {dict(plans)}")
+    calls = mean([float(r.get("calls") or 0) for r in records])
+    tokens = mean([float((r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0)) for r in records])
+    statuses = dict(Counter(str(r.get("status")) for r in records))
+    print(f"  calls {calls:.2f} and tokens {tokens:.0f} a question; statuses {statuses}")
+    return by_id
+
+
+def paired(a: dict[str, float], b: dict[str, float], label: str) -> None:
+    """Print the paired difference ``a - b`` (95% bootstrap, id order) over the ids both answered."""
+    from masorch.eval.metrics import paired_difference
+
+    both = sorted(set(a) & set(b))
+    diff = paired_difference([a[k] for k in both], [b[k] for k in both])
+    gained = sum(a[k] > b[k] for k in both)
+    lost = sum(a[k] < b[k] for k in both)
+    print(f"held-out accuracy {label} (paired, n={len(both)}): {diff.format()}; +{gained} -{lost}")
+
+
+def against_baseline(run_dir: Path, baseline: Path) -> None:
+    """The baseline run's accuracy and the paired differences against the greedy evaluations."""
+    base = held_out(baseline, f"baseline {baseline.name}")
+    for tag in ("after", "before"):
+        if (run_dir / f"eval_{tag}" / "log.jsonl").is_file():
+            greedy = held_out(run_dir / f"eval_{tag}", None)  # printed above
+            if tag == "after":
+                paired(greedy, base, f"greedy after - {baseline.name}")
+            else:
+                paired(base, greedy, f"{baseline.name} - greedy before")
 
 
 def mean(values: list[float]) -> float:
