@@ -180,7 +180,7 @@ def training_plans(path: Path, config: Path, block: int) -> None:
             raise SystemExit(f"{path}: a question the config's rows do not hold: {sample['question']!r}")
         plan = parse(sample["plan"], cfg.dialect).plan if sample["valid"] else None
         kind = "invalid" if plan is None else kinds_label(a.kind for a in plan.agents)
-        right = answer_correctness(
+        graded = answer_correctness(
             [sample["plan"]],
             status=[sample["status"]],
             answer=[sample["answer"]],
@@ -189,7 +189,7 @@ def training_plans(path: Path, config: Path, block: int) -> None:
             question=[row["question"]],
         )[0]
         key = (int(sample["step"]) + 1, sample["question"], sample["dom"])
-        groups.setdefault(key, []).append((kind, bool(right)))
+        groups.setdefault(key, []).append((kind, bool(graded)))
     print(f"training plans (executed; identical plans of a group run once): {len(samples)}")
     last = max((step for step, _, _ in groups), default=0)
     for start in range(1, last + 1, block):
