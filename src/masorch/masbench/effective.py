@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from masorch.masbench.problem import MOD, Expr, Problem, Q, abstract_terms
+from masorch.masbench.problem import Expr, Problem, Q, abstract_terms
+from masorch.masbench.templates import MOD
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from masorch.masbench.instance import SEPARATOR
-from masorch.masbench.problem import MOD
+from masorch.masbench.templates import MOD
 from masorch.score.extract import all_boxed
 from masorch.score.scorer import HasAnswer, Score, reward_value
 
