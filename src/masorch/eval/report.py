@@ -37,6 +37,12 @@ REPORT_FILE = "report.md"
 
 #: The mark of an interval with no width (:attr:`Interval.degenerate`), explained under its table.
 DEGENERATE_MARK = "†"
+#: What the mark means (the markdown report and the viewer show the same note).
+DEGENERATE_NOTE = (
+    "All samples of the cell agree (all right, all wrong, or the same difference on each), so every "
+    "bootstrap resample gives the same value and the interval has no width: it understates the "
+    "uncertainty at this n."
+)
 
 
 def _interval(iv: Interval) -> str:
@@ -48,12 +54,7 @@ def _footnote(intervals: Sequence[Interval]) -> list[str]:
     """The note under a table with a marked interval (none without one)."""
     if not any(iv.degenerate for iv in intervals):
         return []
-    return [
-        "",
-        f"{DEGENERATE_MARK} All samples of the cell agree (all right, all wrong, or the same difference "
-        "on each), so every bootstrap resample gives the same value and the interval has no width: "
-        "it understates the uncertainty at this n.",
-    ]
+    return ["", f"{DEGENERATE_MARK} {DEGENERATE_NOTE}"]
 
 
 def _setting(key: str, value: Any) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 from masorch.eval.harness import TRACE_FILE
 from masorch.eval.log import LOG_FILE, RunLog
 from masorch.eval.metrics import N_BOOT, Interval
+from masorch.eval.report import DEGENERATE_MARK, DEGENERATE_NOTE
 from masorch.eval.summary import CellStats, Summary, summarize
 from masorch.view.traces import TraceIndex
 
@@ -80,8 +81,10 @@ def _interval(iv: Interval) -> dict[str, Any]:
     return {"mean": iv.mean, "low": iv.low, "high": iv.high, "n": iv.n, "degenerate": iv.degenerate}
 
 
-def _means(c: CellStats) -> dict[str, float]:
-    return {"score": c.score, "calls": c.calls, "tokens": c.tokens, "cost": c.cost, "wall_s": c.wall_s}
+def _means(c: CellStats) -> dict[str, float | None]:
+    """A cell's means per sample; none (null) with no finished sample, as report.md shows "-"."""
+    means = {"score": c.score, "calls": c.calls, "tokens": c.tokens, "cost": c.cost, "wall_s": c.wall_s}
+    return {k: None if c.n == 0 else v for k, v in means.items()}
 
 
 def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
@@ -90,6 +93,7 @@ def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
         "systems": [s for s in header.get("systems", []) if isinstance(s, dict)],
         "datasets": list(summary.datasets),
         "axes": dict(summary.axes),
+        "degenerate": {"mark": DEGENERATE_MARK, "note": DEGENERATE_NOTE},  # what a mark means
         "expected": dict(summary.expected),
         "cells": [
             {
@@ -98,8 +102,7 @@ def report_data(summary: Summary, header: Mapping[str, Any]) -> dict[str, Any]:
                 "value": c.value,
                 "axis": c.axis,
                 "accuracy": _interval(c.accuracy),
-                # a cell with no finished sample has no means (null), as report.md shows "-"
-                **{k: None if c.n == 0 else v for k, v in _means(c).items()},
+                **_means(c),
                 "statuses": dict(c.statuses),
                 "undecided": c.undecided,
             }

@@ -66,19 +66,17 @@
     return typeof x === "number" ? x.toFixed(digits === undefined ? 2 : digits) : String(x);
   }
 
-  const DEGENERATE = "\u2020";  // marks an interval with no width, as the markdown report does
-
-  function pct(iv) {
+  // An interval with no width is marked (`degenerate`: the report's mark and note) and explained
+  // under its table, as in report.md.
+  function pct(iv, degenerate) {
     if (iv.n === 0) return "n/a";
     return (100 * iv.mean).toFixed(1) + " [" + (100 * iv.low).toFixed(1) + ", " + (100 * iv.high).toFixed(1) + "]"
-      + (iv.degenerate ? " " + DEGENERATE : "");
+      + (iv.degenerate ? " " + degenerate.mark : "");
   }
 
-  function degenerateNote(intervals) {  // the note under a table with a marked interval
+  function degenerateNote(intervals, degenerate) {  // the note under a table with a marked interval
     if (!intervals.some((iv) => iv.degenerate)) return [];
-    return [el("p", { class: "muted degenerate-note" }, DEGENERATE + " All samples of the cell agree (all right, "
-      + "all wrong, or the same difference on each), so every bootstrap resample gives the same value and the "
-      + "interval has no width: it understates the uncertainty at this n.")];
+    return [el("p", { class: "muted degenerate-note" }, degenerate.mark + " " + degenerate.note)];
   }
 
   function kv(pairs) {
@@ -186,18 +184,18 @@
       const card = el("div", { class: "card" }, el("h3", {}, dataset));
       card.append(table(
         ["system", "n", "accuracy % [95% CI]", "mean score", "calls", "tokens", "cost $", "wall s", "not ok"],
-        top.map((c) => [c.system, c.accuracy.n, pct(c.accuracy), fmt(c.score, 3), fmt(c.calls, 1), fmt(c.tokens, 0), fmt(c.cost, 4), fmt(c.wall_s, 2),
+        top.map((c) => [c.system, c.accuracy.n, pct(c.accuracy, report.degenerate), fmt(c.score, 3), fmt(c.calls, 1), fmt(c.tokens, 0), fmt(c.cost, 4), fmt(c.wall_s, 2),
           Object.entries(c.statuses).filter(([s]) => s !== "ok").map(([s, n]) => s + " " + n)
             .concat(c.undecided ? ["scorer undecided " + c.undecided] : []).join(", ") || "0"]),
         [1, 3, 4, 5, 6, 7],
       ));
-      card.append(...degenerateNote(top.map((c) => c.accuracy)));
+      card.append(...degenerateNote(top.map((c) => c.accuracy), report.degenerate));
       const paired = report.paired.filter((p) => p.dataset === dataset && p.value === null);
       if (paired.length) {
         card.append(el("h3", {}, "paired differences (MAS − best SAS)"));
         card.append(table(["MAS", "best SAS", "n paired", "difference, points [95% CI]"],
-          paired.map((p) => [p.mas, p.sas, p.diff.n, pct(p.diff)]), [2]));
-        card.append(...degenerateNote(paired.map((p) => p.diff)));
+          paired.map((p) => [p.mas, p.sas, p.diff.n, pct(p.diff, report.degenerate)]), [2]));
+        card.append(...degenerateNote(paired.map((p) => p.diff), report.degenerate));
       }
       const plots = el("div", { class: "grid3" });
       const byValue = cells.filter((c) => c.value !== null);
