@@ -100,10 +100,10 @@ def main() -> None:
         for tag in ("eval_before", "eval_after", "eval_before_sampled", "eval_after_sampled"):
             if report.get(tag):
                 print(tag, json.dumps(report[tag]))
-    for suffix in ("", "_sampled"):
-        before_after(args.run_dir, suffix)
+    greedy = before_after(args.run_dir, "")
+    before_after(args.run_dir, "_sampled")
     if args.baseline is not None:
-        against_baseline(args.run_dir, args.baseline)
+        against_baseline(greedy, args.baseline)
     if args.png and steps:
         import matplotlib
 
@@ -208,9 +208,10 @@ def training_plans(path: Path, config: Path, block: int) -> None:
         print(f"  step {step}: right {right_kinds}, wrong {wrong_kinds}")
 
 
-def before_after(run_dir: Path, suffix: str) -> None:
+def before_after(run_dir: Path, suffix: str) -> dict[str, dict[str, float]]:
     """Held-out accuracy before and after training with 95% bootstrap intervals, and the paired
-    difference over the prompts both evaluations answered (``suffix``: greedy "" or "_sampled")."""
+    difference over the prompts both evaluations answered (``suffix``: greedy "" or "_sampled").
+    Returns each evaluation's 0/1 per sample id, by tag ("before", "after"; those logged)."""
 
     runs = {tag: run_dir / f"eval_{tag}{suffix}" for tag in ("before", "after")}
     runs = {
@@ -218,22 +219,19 @@ def before_after(run_dir: Path, suffix: str) -> None:
     }  # a run in progress: before only
     mode = "sampled" if suffix else "greedy"
     correct = {tag: held_out(d, f"{mode} {tag}") for tag, d in runs.items()}
-    if len(runs) < 2:
-        return
-    paired(correct["after"], correct["before"], f"{mode} after - before")
+    if len(runs) == 2:
+        paired(correct["after"], correct["before"], f"{mode} after - before")
+    return correct
 
 
-def held_out(run: Path, label: str | None) -> dict[str, float]:
-    """An eval run's 0/1 per sample id; with a ``label``, its accuracy (95% bootstrap interval), plans
-    and statuses printed first."""
+def held_out(run: Path, label: str) -> dict[str, float]:
+    """Print an eval run's accuracy (95% bootstrap interval), plans and statuses; its 0/1 per sample id."""
     from masorch.eval.log import RunLog
     from masorch.eval.metrics import bootstrap_mean
     from masorch.plan.model import kinds_label
 
     records = RunLog.read(run)[1]
     by_id = {r["sample_id"]: float(bool(r.get("correct"))) for r in records}
-    if label is None:
-        return by_id
     # in id order: the log's order is the order runs finished, which varies with concurrency
     accuracy = bootstrap_mean([by_id[k] for k in sorted(by_id)]).format()
     print(f"held-out accuracy {label}: {accuracy} (n={len(by_id)})")
@@ -259,16 +257,14 @@ def paired(a: dict[str, float], b: dict[str, float], label: str) -> None:
     print(f"held-out accuracy {label} (paired, n={len(both)}): {diff.format()}; +{gained} -{lost}")
 
 
-def against_baseline(run_dir: Path, baseline: Path) -> None:
-    """The baseline run's accuracy and the paired differences against the greedy evaluations."""
+def against_baseline(greedy: dict[str, dict[str, float]], baseline: Path) -> None:
+    """The baseline run's accuracy and its paired differences against the greedy evaluations
+    (``greedy``: :func:`before_after`'s)."""
     base = held_out(baseline, f"baseline {baseline.name}")
-    for tag in ("after", "before"):
-        if (run_dir / f"eval_{tag}" / "log.jsonl").is_file():
-            greedy = held_out(run_dir / f"eval_{tag}", None)  # printed above
-            if tag == "after":
-                paired(greedy, base, f"greedy after - {baseline.name}")
-            else:
-                paired(base, greedy, f"{baseline.name} - greedy before")
+    if "after" in greedy:
+        paired(greedy["after"], base, f"greedy after - {baseline.name}")
+    if "before" in greedy:
+        paired(base, greedy["before"], f"{baseline.name} - greedy before")
 
 
 def mean(values: list[float]) -> float:

@@ -500,7 +500,7 @@ def test_served_calls_are_priced_by_the_price_flags(tmp_path) -> None:
         try:
             assert proc.stderr is not None
             # Warnings may come first (a host without every sandbox layer says so): read to the line.
-            seen = [proc.stderr.readline() for _ in range(1)]
+            seen = [proc.stderr.readline()]
             while "masorch serve: sas:cot" not in seen[-1] and seen[-1] and len(seen) < 50:
                 seen.append(proc.stderr.readline())
             assert "masorch serve: sas:cot" in seen[-1], seen
